@@ -1,0 +1,95 @@
+package limiter
+
+// Strategy names the rule that degraded (or would have degraded) a request.
+// The zero Strategy means none.
+type Strategy uint8
+
+// The strategies, in the order Enter judges them (PressureTest first).
+const (
+	PressureTest Strategy = iota + 1
+	Visit
+	TokenBucket
+	Concurrent
+	Timeout
+	Exception
+	ExceptionRate
+)
+
+var strategyNames = [...]string{
+	PressureTest:  "pressure_test",
+	Visit:         "visit",
+	TokenBucket:   "token_bucket",
+	Concurrent:    "concurrent",
+	Timeout:       "timeout",
+	Exception:     "exception",
+	ExceptionRate: "exception_rate",
+}
+
+// Strategies lists every strategy, in judging order.
+var Strategies = []Strategy{PressureTest, Visit, TokenBucket, Concurrent, Timeout, Exception, ExceptionRate}
+
+// String returns the strategy's name as used in headers, logs and metrics
+// ("visit", "token_bucket", ...), or "" for the zero Strategy.
+func (s Strategy) String() string {
+	if int(s) < len(strategyNames) {
+		return strategyNames[s]
+	}
+	return ""
+}
+
+// State is a point's state as shown to operators. The zero State is unknown.
+type State uint8
+
+const (
+	// Closed: the strategies passed at the last judged request.
+	Closed State = iota + 1
+	// Tripped: the strategies failed at the last judged request.
+	Tripped
+	// Delay: the point is inside its delay; requests are degraded but for probes.
+	Delay
+)
+
+// String returns "closed", "tripped" or "delay".
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Tripped:
+		return "tripped"
+	case Delay:
+		return "delay"
+	}
+	return ""
+}
+
+// Events reports the state changes a call to Enter or Exit caused, so that
+// the caller can log each once. The zero Events means no change.
+type Events uint8
+
+const (
+	// EventTripped: the point went from closed to tripped.
+	EventTripped Events = 1 << iota
+	// EventRecovered: the point went from tripped back to closed.
+	EventRecovered
+	// EventDelayStarted: a trip started the point's delay.
+	EventDelayStarted
+	// EventDelayEnded: the delay ended, by time or by a good probe; the
+	// window was cleared.
+	EventDelayEnded
+)
+
+// Has reports whether every event of e2 is in e.
+func (e Events) Has(e2 Events) bool { return e&e2 == e2 }
+
+// Outcome is how a forwarded call ended. The zero Outcome is treated as OK.
+type Outcome uint8
+
+const (
+	// OK: the service answered without an exception.
+	OK Outcome = iota + 1
+	// Failed: an exception (transport error, passed upstream timeout, 5xx).
+	Failed
+	// Canceled: the client went away. Not an exception; a timeout that had
+	// already passed still counts.
+	Canceled
+)
