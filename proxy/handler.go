@@ -1,0 +1,381 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+)
+
+// StatusClientClosedRequest is logged for a client that went away before
+// its answer (nginx's 499); nothing is written to it.
+const StatusClientClosedRequest = 499
+
+// errUpstreamTimeout is the cause of a context cut by a point's
+// UpstreamTimeout, telling it apart from a client that went away.
+var errUpstreamTimeout = errors.New("upstream timeout")
+
+// Options are a Handler's collaborators. Logger and Metrics are required.
+type Options struct {
+	// Logger receives one line per point state change (trip, recovery,
+	// delay start and end).
+	Logger *zap.Logger
+	// AccessLog, if not nil, receives one line per request on a point. It
+	// must not be sampled.
+	AccessLog *zap.Logger
+	// Metrics records the request path's metrics.
+	Metrics *Metrics
+	// Transport overrides the upstream transport (tests); nil means one
+	// built by NewTransport.
+	Transport http.RoundTripper
+	// Now overrides the clock (tests); nil means time.Now.
+	Now func() time.Time
+}
+
+// Handler is the proxy's http.Handler. It is safe for concurrent use; Swap
+// replaces its configuration while requests are served.
+type Handler struct {
+	opts    Options
+	now     func() time.Time
+	current atomic.Pointer[snapshot]
+	rp      *httputil.ReverseProxy
+	plain   http.RoundTripper // http/https upstreams
+	h2c     http.RoundTripper // h2c upstreams, built on first use
+}
+
+// snapshot is a Config with what the request path derives from it.
+type snapshot struct {
+	*Config
+	transport http.RoundTripper
+}
+
+// New returns a Handler serving cfg.
+func New(cfg *Config, opts Options) *Handler {
+	h := &Handler{opts: opts, now: opts.Now}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	h.plain = opts.Transport
+	if h.plain == nil {
+		h.plain = NewTransport(false)
+	}
+	h.rp = &httputil.ReverseProxy{
+		Rewrite:        h.rewrite,
+		Transport:      roundTripperFunc(h.roundTrip),
+		ModifyResponse: h.modifyResponse,
+		ErrorHandler:   h.errorHandler,
+		ErrorLog:       zap.NewStdLog(opts.Logger.Named("reverseproxy")),
+	}
+	h.Swap(cfg)
+	return h
+}
+
+// Swap makes cfg the configuration of every request that starts after it
+// returns. Requests in flight finish under the configuration they began with.
+func (h *Handler) Swap(cfg *Config) {
+	s := &snapshot{Config: cfg, transport: h.plain}
+	if cfg.UpstreamH2C {
+		if h.h2c == nil {
+			h.h2c = NewTransport(true)
+		}
+		s.transport = h.h2c
+	}
+	for _, p := range cfg.Points {
+		p.metrics = h.opts.Metrics.forPoint(p.Name)
+	}
+	h.current.Store(s)
+}
+
+// Config returns the configuration in force.
+func (h *Handler) Config() *Config { return h.current.Load().Config }
+
+// Points returns the points of the configuration in force.
+func (h *Handler) Points() []*Point { return h.current.Load().Points }
+
+// call is the state of one request on a point, from Enter to Exit. It
+// travels in the request context to the ReverseProxy hooks.
+type call struct {
+	snap    *snapshot
+	point   *Point
+	lim     limiter.Call
+	verdict limiter.Verdict
+	outcome limiter.Outcome
+	exited  bool      // exit has run (a stream exits at its headers)
+	status  int       // status answered to the client (access log)
+	bodyErr error     // the client's request body failed to read
+	started time.Time // when the upstream call began
+}
+
+type callKey struct{}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := h.current.Load()
+	p := route(s.Routes, r)
+	if p == nil {
+		ctx := context.WithValue(r.Context(), callKey{}, &call{snap: s})
+		h.rp.ServeHTTP(w, r.WithContext(ctx))
+		return
+	}
+	c := &call{snap: s, point: p}
+	pressure := s.PressureTestHeader != "" && isTrue(r.Header.Get(s.PressureTestHeader))
+	now := h.now()
+	c.verdict = p.Limiter.Enter(&c.lim, now, pressure)
+	h.logEvents(p, c.verdict, c.verdict.Events)
+	if !c.verdict.Allowed {
+		status := p.fallbacks.serve(w, r, c.verdict)
+		p.metrics.degraded.Inc()
+		p.metrics.strategyCounter(c.verdict.Strategy).Inc()
+		h.access(r, c, status, 0)
+		return
+	}
+	if c.verdict.Shadow {
+		w.Header().Set("Sds-Shadow-Degraded", p.fallbacks.degradedHeader(c.verdict))
+		p.metrics.shadowDegraded.Inc()
+		p.metrics.strategyCounter(c.verdict.Strategy).Inc()
+	} else {
+		p.metrics.proxied.Inc()
+	}
+	h.forward(w, r, c)
+}
+
+// forward calls the upstream for an allowed request and reports the
+// outcome to the limiter, whatever happens (ReverseProxy aborts a response
+// whose body fails mid-copy by panicking with http.ErrAbortHandler).
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
+	p := c.point
+	ctx := context.WithValue(r.Context(), callKey{}, c)
+	if p.UpstreamTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, p.UpstreamTimeout, errUpstreamTimeout)
+		defer cancel()
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &clientBody{ReadCloser: r.Body, c: c}
+	}
+	c.started = h.now()
+	if threshold := p.Limiter.TimeoutThreshold(); threshold > 0 {
+		timer := time.AfterFunc(threshold, func() {
+			if c.lim.Timeout(h.now()) {
+				p.metrics.timeouts.Inc()
+			}
+		})
+		defer timer.Stop()
+	}
+	completed := false
+	defer func() {
+		if !completed {
+			// An aborted copy: the client went away, or the upstream did.
+			c.outcome = limiter.Failed
+			if r.Context().Err() != nil {
+				c.outcome = limiter.Canceled
+			}
+		}
+		h.exit(c)
+		h.access(r, c, c.status, h.now().Sub(c.started))
+	}()
+	rw := w
+	if h.opts.AccessLog != nil {
+		rw = &statusWriter{ResponseWriter: w, c: c}
+	}
+	h.rp.ServeHTTP(rw, r.WithContext(ctx))
+	completed = true
+	if c.outcome == 0 {
+		c.outcome = limiter.OK
+	}
+}
+
+// exit ends c's upstream call in the limiter, once; streams end it early,
+// at their response headers.
+func (h *Handler) exit(c *call) {
+	if c.exited {
+		return
+	}
+	c.exited = true
+	end := h.now()
+	timedOutBefore := c.lim.Timeout(end) // counts it now if not yet counted
+	if ev := c.lim.Exit(end, c.outcome); ev != 0 {
+		h.logEvents(c.point, c.verdict, ev)
+	}
+	if timedOutBefore {
+		c.point.metrics.timeouts.Inc()
+	}
+	c.point.metrics.duration.Observe(end.Sub(c.started).Seconds())
+}
+
+func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
+	c := pr.In.Context().Value(callKey{}).(*call)
+	pr.SetURL(c.snap.Upstream)
+	pr.Out.Host = pr.In.Host
+	if c.snap.ForwardedHeaders {
+		pr.SetXForwarded()
+	}
+}
+
+func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
+	c := r.Context().Value(callKey{}).(*call)
+	return c.snap.transport.RoundTrip(r)
+}
+
+// modifyResponse classifies the upstream's answer: a 5xx (or a gRPC error
+// status in the headers) is an exception. A stream's call ends here.
+func (h *Handler) modifyResponse(resp *http.Response) error {
+	c := resp.Request.Context().Value(callKey{}).(*call)
+	if c.point == nil {
+		return nil
+	}
+	c.outcome = limiter.OK
+	if resp.StatusCode >= 500 || grpcFailed(resp.Header) {
+		c.outcome = limiter.Failed
+		c.point.metrics.statusErrors.Inc()
+	}
+	if isStream(resp) {
+		h.exit(c)
+	}
+	return nil
+}
+
+// errorHandler answers a failed upstream call: 504 for a passed
+// UpstreamTimeout, 502 for a transport error (or the fallback with
+// FallbackOnError), 400 for a client body that failed to read, nothing for
+// a client that went away.
+func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	c := r.Context().Value(callKey{}).(*call)
+	var status int
+	switch {
+	case errors.Is(context.Cause(r.Context()), errUpstreamTimeout):
+		status = http.StatusGatewayTimeout
+		c.outcome = limiter.Failed
+		if c.point != nil {
+			c.point.metrics.timeoutErrors.Inc()
+		}
+	case r.Context().Err() != nil:
+		c.outcome, c.status = limiter.Canceled, StatusClientClosedRequest
+		return
+	case c.bodyErr != nil:
+		c.outcome = limiter.Canceled
+		status = http.StatusBadRequest
+	default:
+		status = http.StatusBadGateway
+		c.outcome = limiter.Failed
+		if c.point != nil {
+			c.point.metrics.transportErrors.Inc()
+		}
+	}
+	if c.point != nil && c.point.FallbackOnError && c.outcome == limiter.Failed {
+		fb := &c.point.errorFB
+		for k, vs := range fb.header {
+			w.Header()[k] = vs
+		}
+		w.WriteHeader(fb.status)
+		w.Write(fb.body)
+		return
+	}
+	w.WriteHeader(status)
+}
+
+func (h *Handler) logEvents(p *Point, v limiter.Verdict, ev limiter.Events) {
+	if ev == 0 {
+		return
+	}
+	log := h.opts.Logger
+	fields := []zap.Field{zap.String("point", p.Name), zap.String("strategy", v.Strategy.String()),
+		zap.Int64("count", v.Count), zap.Int64("threshold", v.Threshold)}
+	if ev.Has(limiter.EventTripped) {
+		log.Warn("point tripped", fields...)
+	}
+	if ev.Has(limiter.EventDelayStarted) {
+		log.Warn("delay started", append(fields, zap.Duration("delay", p.Limiter.Settings().DelayTime))...)
+	}
+	if ev.Has(limiter.EventDelayEnded) {
+		log.Info("delay ended", zap.String("point", p.Name))
+	}
+	if ev.Has(limiter.EventRecovered) {
+		log.Info("point recovered", zap.String("point", p.Name))
+	}
+}
+
+// access writes the access log line of a request on a point.
+func (h *Handler) access(r *http.Request, c *call, status int, upstream time.Duration) {
+	if h.opts.AccessLog == nil {
+		return
+	}
+	h.opts.AccessLog.Info("request",
+		zap.String("point", c.point.Name),
+		zap.String("method", r.Method),
+		zap.String("path", r.URL.Path),
+		zap.Int("status", status),
+		zap.String("strategy", c.verdict.Strategy.String()),
+		zap.Bool("degraded", !c.verdict.Allowed),
+		zap.Bool("shadow", c.verdict.Shadow),
+		zap.Duration("upstream_latency", upstream),
+	)
+}
+
+// isStream reports whether the response is a stream whose call ends at its
+// headers: an upgrade, server-sent events, or gRPC.
+func isStream(resp *http.Response) bool {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return true
+	}
+	ct := resp.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "text/event-stream") || strings.HasPrefix(ct, "application/grpc")
+}
+
+// grpcFailed reports a gRPC status other than 0 in the response headers
+// (a trailers-only error).
+func grpcFailed(h http.Header) bool {
+	s := h.Get("Grpc-Status")
+	return s != "" && s != "0"
+}
+
+func isTrue(s string) bool { return s == "1" || strings.EqualFold(s, "true") }
+
+// clientBody records a failure to read the client's request body, which is
+// the client's fault and must not count against the upstream.
+type clientBody struct {
+	io.ReadCloser
+	c *call
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.c.bodyErr = err
+	}
+	return n, err
+}
+
+// statusWriter remembers the status written, for the access log.
+type statusWriter struct {
+	http.ResponseWriter
+	c *call
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.c.status == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
+		w.c.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.c.status == 0 {
+		w.c.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

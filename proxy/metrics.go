@@ -1,0 +1,153 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+)
+
+// Metrics are the proxy's Prometheus metrics (SPEC §6), registered on the
+// registry passed to NewMetrics. Labels carry point names, never paths.
+type Metrics struct {
+	requests   *prometheus.CounterVec   // point, result
+	degraded   *prometheus.CounterVec   // point, strategy
+	duration   *prometheus.HistogramVec // point
+	errors     *prometheus.CounterVec   // point, kind
+	timeouts   *prometheus.CounterVec   // point
+	reloads    *prometheus.CounterVec   // result
+	lastOK     prometheus.Gauge
+	lastOKTime prometheus.Gauge
+
+	mu     sync.Mutex
+	points map[string]*pointMetrics
+}
+
+// Upstream error kinds of sds_upstream_errors_total.
+const (
+	errorTransport       = "transport"        // refused, reset, EOF
+	errorUpstreamTimeout = "upstream_timeout" // upstreamTimeout passed
+	errorStatus          = "status_5xx"       // the service answered 5xx (or a gRPC error)
+)
+
+// pointMetrics are one point's series, resolved once so the request path
+// does no label lookups.
+type pointMetrics struct {
+	proxied, degraded, shadowDegraded prometheus.Counter
+	byStrategy                        [len(strategyIndex)]prometheus.Counter
+	duration                          prometheus.Observer
+	transportErrors, timeoutErrors    prometheus.Counter
+	statusErrors, timeouts            prometheus.Counter
+}
+
+// NewMetrics registers the proxy's metrics on reg. points is read at
+// scrape time for the in-flight and tripped gauges.
+func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_requests_total", Help: "Requests on protected points, by result (proxied, degraded, shadow_degraded).",
+		}, []string{"point", "result"}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_degraded_total", Help: "Degraded (or, in shadow mode, would-be degraded) requests by strategy.",
+		}, []string{"point", "strategy"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sds_upstream_duration_seconds", Help: "Duration of forwarded upstream calls, to the end of the response (to the headers for streams).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"point"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_upstream_errors_total", Help: "Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx).",
+		}, []string{"point", "kind"}),
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_timeouts_total", Help: "Upstream calls that passed the point's timeoutThreshold.",
+		}, []string{"point"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_config_reloads_total", Help: "Config reload attempts by result (success, failure).",
+		}, []string{"result"}),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sds_config_last_reload_successful", Help: "1 if the last config reload succeeded, 0 if it was rejected.",
+		}),
+		lastOKTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sds_config_last_reload_success_timestamp_seconds", Help: "Unix time of the last successful config load.",
+		}),
+		points: make(map[string]*pointMetrics),
+	}
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
+	m.lastOK.Set(1)
+	m.lastOKTime.SetToCurrentTime()
+	reg.MustRegister(m.requests, m.degraded, m.duration, m.errors, m.timeouts, m.reloads, m.lastOK, m.lastOKTime,
+		&pointCollector{points: points})
+	return m
+}
+
+// Reloaded records a reload attempt.
+func (m *Metrics) Reloaded(ok bool, at time.Time) {
+	if !ok {
+		m.reloads.WithLabelValues("failure").Inc()
+		m.lastOK.Set(0)
+		return
+	}
+	m.reloads.WithLabelValues("success").Inc()
+	m.lastOK.Set(1)
+	m.lastOKTime.Set(float64(at.UnixNano()) / 1e9)
+}
+
+// forPoint returns the series of point name, creating them once.
+func (m *Metrics) forPoint(name string) *pointMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pm, ok := m.points[name]; ok {
+		return pm
+	}
+	pm := &pointMetrics{
+		proxied:         m.requests.WithLabelValues(name, "proxied"),
+		degraded:        m.requests.WithLabelValues(name, "degraded"),
+		shadowDegraded:  m.requests.WithLabelValues(name, "shadow_degraded"),
+		duration:        m.duration.WithLabelValues(name),
+		transportErrors: m.errors.WithLabelValues(name, errorTransport),
+		timeoutErrors:   m.errors.WithLabelValues(name, errorUpstreamTimeout),
+		statusErrors:    m.errors.WithLabelValues(name, errorStatus),
+		timeouts:        m.timeouts.WithLabelValues(name),
+	}
+	for i, s := range strategyIndex {
+		if s != 0 {
+			pm.byStrategy[i] = m.degraded.WithLabelValues(name, s.String())
+		}
+	}
+	m.points[name] = pm
+	return pm
+}
+
+// pointCollector reports the gauges read from the limiter at scrape time.
+type pointCollector struct {
+	points func() []*Point
+}
+
+var (
+	inflightDesc = prometheus.NewDesc("sds_inflight", "Upstream calls in flight on the point.", []string{"point"}, nil)
+	trippedDesc  = prometheus.NewDesc("sds_point_tripped", "1 while the point is tripped or in its delay.", []string{"point"}, nil)
+)
+
+func (c *pointCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inflightDesc
+	ch <- trippedDesc
+}
+
+func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	for _, p := range c.points() {
+		tripped := 0.0
+		if p.Limiter.Tripped(now) {
+			tripped = 1
+		}
+		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(p.Limiter.InFlight()), p.Name)
+		ch <- prometheus.MustNewConstMetric(trippedDesc, prometheus.GaugeValue, tripped, p.Name)
+	}
+}
+
+// strategyCounter returns the sds_degraded_total series of strategy s.
+func (pm *pointMetrics) strategyCounter(s limiter.Strategy) prometheus.Counter {
+	return pm.byStrategy[s]
+}
