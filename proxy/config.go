@@ -20,6 +20,9 @@ type Config struct {
 	// PressureTestHeader names the request header that marks pressure-test
 	// traffic ("1" or "true", case-insensitive); "" means none is.
 	PressureTestHeader string
+	// AccessLog writes one line per request on a point to
+	// Options.AccessLog (when that is set).
+	AccessLog bool
 	// Routes are tried in order; the first match names the point. A request
 	// that matches none is proxied unprotected.
 	Routes []Route

@@ -28,8 +28,8 @@ type Options struct {
 	// Logger receives one line per point state change (trip, recovery,
 	// delay start and end).
 	Logger *zap.Logger
-	// AccessLog, if not nil, receives one line per request on a point. It
-	// must not be sampled.
+	// AccessLog receives one line per request on a point while the
+	// Config in force has AccessLog set. It must not be sampled.
 	AccessLog *zap.Logger
 	// Metrics records the request path's metrics.
 	Metrics *Metrics
@@ -182,7 +182,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 		h.access(r, c, c.status, h.now().Sub(c.started))
 	}()
 	rw := w
-	if h.opts.AccessLog != nil {
+	if c.snap.AccessLog && h.opts.AccessLog != nil {
 		rw = &statusWriter{ResponseWriter: w, c: c}
 	}
 	h.rp.ServeHTTP(rw, r.WithContext(ctx))
@@ -304,7 +304,7 @@ func (h *Handler) logEvents(p *Point, v limiter.Verdict, ev limiter.Events) {
 
 // access writes the access log line of a request on a point.
 func (h *Handler) access(r *http.Request, c *call, status int, upstream time.Duration) {
-	if h.opts.AccessLog == nil {
+	if !c.snap.AccessLog || h.opts.AccessLog == nil {
 		return
 	}
 	h.opts.AccessLog.Info("request",

@@ -1,0 +1,62 @@
+// Command sds-proxy is a sidecar reverse proxy that enforces service
+// degradation in the manner of Didi's SDS. See the README and SPEC for the
+// contract; `sds-proxy demo` runs it in front of a built-in demo service.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// errInvalid ends a command that has already printed why it failed
+// (validate's problem list), so main exits 1 without printing more.
+var errInvalid = errors.New("invalid")
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, errInvalid):
+		os.Exit(1)
+	default:
+		fmt.Fprintln(os.Stderr, "sds-proxy:", err)
+		os.Exit(1)
+	}
+}
+
+// run dispatches a command line: run (the default), validate, demo, version.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := "run"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "run":
+		return runProxy(ctx, args, stdout, stderr, nil)
+	case "validate":
+		return validate(args, stdout, stderr)
+	case "demo":
+		return demo(ctx, args, stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "sds-proxy %s %s\n", version, runtime.Version())
+		return nil
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+const usage = `usage:
+  sds-proxy [run] [-config sds.yaml] [-listen ADDR] [-upstream URL] [-admin ADDR]
+  sds-proxy validate [-config sds.yaml]
+  sds-proxy demo [-config sds.yaml]
+  sds-proxy version
+`

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/proxy"
+)
+
+// Proxy-port hardening. There is deliberately no server-wide read or write
+// timeout on the proxy port: it would cut streams (SSE, WebSocket, gRPC).
+const (
+	readHeaderTimeout = 10 * time.Second
+	maxHeaderBytes    = 64 << 10
+	idleTimeout       = 2 * time.Minute
+)
+
+// serving is called once the proxy listens, with the bound addresses.
+type serving func(proxyAddr, adminAddr string)
+
+// runProxy runs the proxy until ctx is done or SIGTERM/SIGINT, then drains.
+func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, onServing serving) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "sds.yaml", "config file (hot-reloaded)")
+	var opts config.Options
+	fs.StringVar(&opts.Listen, "listen", "", "proxy address, overrides the file's listen")
+	fs.StringVar(&opts.Upstream, "upstream", "", "upstream URL, overrides the file's upstream")
+	fs.StringVar(&opts.Admin, "admin", "", "admin address, overrides the file's admin")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("run: unexpected arguments %q", fs.Args())
+	}
+	configGiven := false
+	fs.Visit(func(f *flag.Flag) { configGiven = configGiven || f.Name == "config" })
+
+	log := newLogger(stderr)
+	defer log.Sync()
+
+	file, watched, err := loadConfig(*path, configGiven, opts)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var handler *proxy.Handler
+	metrics := proxy.NewMetrics(reg, func() []*proxy.Point { return handler.Points() })
+	cfg, err := translate(file, nil)
+	if err != nil {
+		return err
+	}
+	cfg.AccessLog = file.AccessLog
+	handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: metrics})
+
+	status := &reloadStatus{drain: file.DrainTimeout,
+		st: proxy.ReloadStatus{Path: file.Path, Hash: file.Hash, LoadedAt: time.Now(), LastAttempt: time.Now(), LastOK: true}}
+	var ready atomic.Bool
+	admin := proxy.NewAdmin(proxy.AdminOptions{Handler: handler, Gatherer: reg, Ready: ready.Load, Status: status.get})
+
+	proxyLn, err := net.Listen("tcp", file.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy listen: %w", err)
+	}
+	defer proxyLn.Close()
+	if file.TLS.Enabled() {
+		tlsConfig, err := newTLSConfig(ctx, file.TLS, log)
+		if err != nil {
+			return err
+		}
+		proxyLn = tls.NewListener(proxyLn, tlsConfig)
+	}
+	adminLn, err := net.Listen("tcp", file.Admin)
+	if err != nil {
+		return fmt.Errorf("admin listen: %w", err)
+	}
+	defer adminLn.Close()
+
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(file.TLS.Enabled())
+	protocols.SetUnencryptedHTTP2(file.H2C)
+	proxySrv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		IdleTimeout:       idleTimeout,
+		Protocols:         &protocols,
+		ErrorLog:          zap.NewStdLog(log.Named("http")),
+	}
+	adminSrv := &http.Server{
+		Handler:           admin,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          zap.NewStdLog(log.Named("admin")),
+	}
+
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 2)
+	for _, s := range []struct {
+		srv *http.Server
+		ln  net.Listener
+	}{{proxySrv, proxyLn}, {adminSrv, adminLn}} {
+		wg.Go(func() {
+			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		})
+	}
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	if watched {
+		w, err := config.NewWatcher(file.Path, opts, file)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			if err := w.Run(watchCtx); err != nil {
+				log.Error("config watch stopped", zap.Error(err))
+			}
+		})
+		wg.Go(func() { applyReloads(watchCtx, w, handler, metrics, status, log) })
+		wg.Go(func() { forwardSIGHUP(watchCtx, w, log) })
+	}
+
+	ready.Store(true)
+	log.Info("serving", zap.String("proxy_addr", proxyLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
+		zap.String("upstream", file.Upstream), zap.String("config", file.Path), zap.Int("points", len(file.Points)),
+		zap.String("version", version))
+	if onServing != nil {
+		onServing(proxyLn.Addr().String(), adminLn.Addr().String())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+	}
+	ready.Store(false)
+	drain := status.drainTimeout()
+	log.Info("draining", zap.Duration("drain_timeout", drain))
+	drainCtx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	if err := proxySrv.Shutdown(drainCtx); err != nil {
+		log.Warn("drain timed out; closing the remaining connections", zap.Error(err))
+		proxySrv.Close()
+	}
+	adminSrv.Close()
+	stopWatch()
+	wg.Wait()
+	log.Info("stopped")
+	return runErr
+}
+
+// loadConfig reads the config file. Without one, a given -upstream runs a
+// plain proxy with no points and nothing to watch.
+func loadConfig(path string, given bool, opts config.Options) (*config.File, bool, error) {
+	file, err := config.Load(path, opts)
+	if err == nil {
+		return file, true, nil
+	}
+	if !given && opts.Upstream != "" && errors.Is(err, os.ErrNotExist) {
+		file, err = config.Default(opts)
+		return file, false, err
+	}
+	return nil, false, err
+}
+
+// applyReloads swaps in each valid config the watcher finds and reports
+// every attempt: one log line each, and the reload metrics.
+func applyReloads(ctx context.Context, w *config.Watcher, h *proxy.Handler, m *proxy.Metrics, status *reloadStatus, log *zap.Logger) {
+	for {
+		var res config.Result
+		select {
+		case <-ctx.Done():
+			return
+		case res = <-w.Results():
+		}
+		now := time.Now()
+		if res.Unchanged {
+			log.Info("config unchanged", zap.Bool("forced", res.Forced))
+			continue
+		}
+		err := res.Err
+		var cfg *proxy.Config
+		if err == nil {
+			cfg, err = translate(res.File, h.Config())
+		}
+		if err != nil {
+			log.Error("config rejected; the last good config keeps serving", zap.Error(err), zap.Bool("forced", res.Forced))
+			m.Reloaded(false, now)
+			status.failed(now, err)
+			continue
+		}
+		cfg.AccessLog = res.File.AccessLog
+		h.Swap(cfg)
+		m.Reloaded(true, now)
+		status.applied(now, res.File, res.Change.String())
+		log.Info("config reloaded", zap.String("change", res.Change.String()), zap.String("hash", res.File.Hash),
+			zap.Bool("forced", res.Forced))
+		if len(res.Change.NeedsRestart) > 0 {
+			log.Warn("config change needs a restart to apply", zap.Strings("settings", res.Change.NeedsRestart))
+		}
+	}
+}
+
+// forwardSIGHUP turns each SIGHUP into a forced reload.
+func forwardSIGHUP(ctx context.Context, w *config.Watcher, log *zap.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			log.Info("SIGHUP: reloading the config")
+			w.Reload()
+		}
+	}
+}
+
+// reloadStatus is the config state shown on the admin port.
+type reloadStatus struct {
+	mu    sync.Mutex
+	st    proxy.ReloadStatus
+	drain time.Duration // drain timeout of the config in force
+}
+
+func (r *reloadStatus) get() proxy.ReloadStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
+
+func (r *reloadStatus) applied(at time.Time, f *config.File, change string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st = proxy.ReloadStatus{Path: f.Path, Hash: f.Hash, LoadedAt: at, LastAttempt: at, LastOK: true, LastChange: change}
+	r.drain = f.DrainTimeout
+}
+
+func (r *reloadStatus) failed(at time.Time, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.LastAttempt, r.st.LastOK, r.st.LastError = at, false, err.Error()
+}
+
+// drainTimeout returns the drain timeout of the config in force.
+func (r *reloadStatus) drainTimeout() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.drain
+}
+
+// newLogger returns a JSON logger on w. It is never sampled: it logs state
+// changes, not requests, and the access log must keep every line.
+func newLogger(w io.Writer) *zap.Logger {
+	enc := zap.NewProductionEncoderConfig()
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc.EncodeDuration = zapcore.StringDurationEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), zap.InfoLevel)
+	return zap.New(core)
+}

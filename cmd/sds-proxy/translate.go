@@ -1,0 +1,110 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy"
+)
+
+// translate turns a validated config file into the request path's Config,
+// once per load. Points of prev (the config in force, or nil) with the same
+// name keep their limiter state: counts, calls in flight, token bucket and
+// delay survive a reload when the window shape is unchanged.
+func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
+	upstream, h2c, err := upstreamURL(f.Upstream)
+	if err != nil {
+		return nil, err
+	}
+	old := make(map[string]*proxy.Point)
+	if prev != nil {
+		for _, p := range prev.Points {
+			old[p.Name] = p
+		}
+	}
+	cfg := &proxy.Config{
+		Upstream:           upstream,
+		UpstreamH2C:        h2c,
+		ForwardedHeaders:   f.ForwardedHeaders,
+		PressureTestHeader: f.PressureTestHeader,
+	}
+	byName := make(map[string]*proxy.Point, len(f.Points))
+	for i := range f.Points {
+		cp := &f.Points[i]
+		s := limiterSettings(f, cp)
+		var lim *limiter.Point
+		if o, ok := old[cp.Name]; ok {
+			lim, err = o.Limiter.Reconfigure(s)
+		} else {
+			lim, err = limiter.NewPoint(cp.Name, s)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("point %s: %w", cp.Name, err)
+		}
+		p := proxy.NewPoint(lim, proxy.PointOptions{
+			UpstreamTimeout: cp.UpstreamTimeout,
+			FallbackOnError: cp.FallbackOnError,
+			Fallback:        fallback(cp.Fallback),
+		})
+		byName[cp.Name] = p
+		cfg.Points = append(cfg.Points, p)
+	}
+	for _, r := range f.Routes {
+		p, ok := byName[r.Point]
+		if !ok {
+			return nil, fmt.Errorf("route names unknown point %q", r.Point)
+		}
+		cfg.Routes = append(cfg.Routes, proxy.Route{
+			Point: p, Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host,
+		})
+	}
+	return cfg, nil
+}
+
+// limiterSettings maps a point's thresholds; the conventions match (-1 or
+// 0 is off) except the token bucket, which the limiter turns off at <= 0.
+func limiterSettings(f *config.File, p *config.Point) limiter.Settings {
+	s := limiter.DefaultSettings()
+	s.Window = f.Window
+	s.Buckets = f.Buckets
+	s.TimeoutThreshold = p.TimeoutThreshold
+	s.TimeoutCountThreshold = p.TimeoutCountThreshold
+	s.VisitThreshold = p.VisitThreshold
+	s.ConcurrentThreshold = p.ConcurrentThreshold
+	s.ExceptionThreshold = p.ExceptionThreshold
+	s.ExceptionRateThreshold = p.ExceptionRateThreshold
+	s.ExceptionRateStart = p.ExceptionRateStart
+	s.TokensPerSecond = p.TokenBucketGeneratedTokensInSecond
+	s.TokenBucketSize = p.TokenBucketSize
+	s.DowngradeRate = int(p.DowngradeRate)
+	s.DelayTime = p.DelayTime
+	s.RetryInterval = p.RetryInterval
+	s.PressureTestDowngrade = p.PressureTestDowngrade
+	s.Shadow = p.Shadow
+	return s
+}
+
+func fallback(f config.Fallback) proxy.Fallback {
+	h := make(http.Header, len(f.Headers))
+	for _, kv := range f.Headers {
+		h.Add(kv[0], kv[1])
+	}
+	return proxy.Fallback{Status: f.Status, Header: h, Body: f.Body, BodySet: f.BodySet}
+}
+
+// upstreamURL parses the upstream; h2c:// means cleartext HTTP/2 to an
+// http:// address.
+func upstreamURL(raw string) (*url.URL, bool, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, false, fmt.Errorf("upstream %q: %w", raw, err)
+	}
+	h2c := u.Scheme == "h2c"
+	if h2c {
+		u.Scheme = "http"
+	}
+	return u, h2c, nil
+}

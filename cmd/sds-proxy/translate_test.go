@@ -1,0 +1,140 @@
+package main
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/limiter"
+)
+
+func loadExample(t *testing.T) *config.File {
+	t.Helper()
+	f, err := config.Load("../../sds.yaml", config.Options{})
+	if err != nil {
+		t.Fatalf("loading the example sds.yaml: %v", err)
+	}
+	return f
+}
+
+func TestTranslateExample(t *testing.T) {
+	f := loadExample(t)
+	cfg, err := translate(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.Upstream.String(), f.Upstream; got != want {
+		t.Errorf("upstream = %q, want %q", got, want)
+	}
+	if got, want := len(cfg.Points), len(f.Points); got != want {
+		t.Fatalf("points = %d, want %d", got, want)
+	}
+	if got, want := len(cfg.Routes), len(f.Routes); got != want {
+		t.Fatalf("routes = %d, want %d", got, want)
+	}
+	for i, r := range f.Routes {
+		if got := cfg.Routes[i].Point.Name; got != r.Point {
+			t.Errorf("route %d point = %q, want %q", i, got, r.Point)
+		}
+	}
+	for i := range f.Points {
+		cp, p := &f.Points[i], cfg.Points[i]
+		s := p.Limiter.Settings()
+		checks := []struct {
+			name      string
+			got, want int64
+		}{
+			{"timeoutThreshold", int64(s.TimeoutThreshold), int64(cp.TimeoutThreshold)},
+			{"timeoutCountThreshold", s.TimeoutCountThreshold, cp.TimeoutCountThreshold},
+			{"visitThreshold", s.VisitThreshold, cp.VisitThreshold},
+			{"concurrentThreshold", s.ConcurrentThreshold, cp.ConcurrentThreshold},
+			{"exceptionThreshold", s.ExceptionThreshold, cp.ExceptionThreshold},
+			{"exceptionRateThreshold", s.ExceptionRateThreshold, cp.ExceptionRateThreshold},
+			{"exceptionRateStart", s.ExceptionRateStart, cp.ExceptionRateStart},
+			{"tokensPerSecond", s.TokensPerSecond, cp.TokenBucketGeneratedTokensInSecond},
+			{"tokenBucketSize", s.TokenBucketSize, cp.TokenBucketSize},
+			{"downgradeRate", int64(s.DowngradeRate), cp.DowngradeRate},
+			{"delayTime", int64(s.DelayTime), int64(cp.DelayTime)},
+			{"retryInterval", int64(s.RetryInterval), int64(cp.RetryInterval)},
+			{"window", int64(s.Window), int64(f.Window)},
+			{"buckets", int64(s.Buckets), int64(f.Buckets)},
+		}
+		for _, c := range checks {
+			if c.got != c.want {
+				t.Errorf("point %s %s = %d, want %d", cp.Name, c.name, c.got, c.want)
+			}
+		}
+		if s.Shadow != cp.Shadow || s.PressureTestDowngrade != cp.PressureTestDowngrade {
+			t.Errorf("point %s shadow/pressure = %v/%v, want %v/%v", cp.Name, s.Shadow, s.PressureTestDowngrade, cp.Shadow, cp.PressureTestDowngrade)
+		}
+		if p.UpstreamTimeout != cp.UpstreamTimeout || p.FallbackOnError != cp.FallbackOnError {
+			t.Errorf("point %s upstreamTimeout/fallbackOnError = %v/%v, want %v/%v", cp.Name, p.UpstreamTimeout, p.FallbackOnError, cp.UpstreamTimeout, cp.FallbackOnError)
+		}
+	}
+}
+
+// TestTranslateKeepsState: a reload that keeps a point's window shape
+// keeps its counts; one that changes the window starts afresh.
+func TestTranslateKeepsState(t *testing.T) {
+	f := loadExample(t)
+	first, err := translate(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	p := first.Points[0]
+	var c limiter.Call
+	p.Limiter.Enter(&c, now, false)
+	c.Exit(now, limiter.Failed)
+
+	second, err := translate(f, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := second.Points[0].Limiter.Snapshot(now).Counts
+	if got.Visits != 1 || got.Exceptions != 1 {
+		t.Errorf("after a reload with the same window: counts = %+v, want 1 visit and 1 exception", got)
+	}
+
+	reshaped := *f
+	reshaped.Buckets = 5
+	third, err := translate(&reshaped, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := third.Points[0].Limiter.Snapshot(now).Counts; got != (limiter.Counts{}) {
+		t.Errorf("after a reload with another window shape: counts = %+v, want zero", got)
+	}
+}
+
+func TestUpstreamURL(t *testing.T) {
+	for _, tc := range []struct {
+		raw, want string
+		h2c       bool
+	}{
+		{"http://127.0.0.1:9000", "http://127.0.0.1:9000", false},
+		{"https://svc.local", "https://svc.local", false},
+		{"h2c://127.0.0.1:50051", "http://127.0.0.1:50051", true},
+	} {
+		u, h2c, err := upstreamURL(tc.raw)
+		if err != nil || u.String() != tc.want || h2c != tc.h2c {
+			t.Errorf("upstreamURL(%q) = %v, %v, %v; want %s, %v", tc.raw, u, h2c, err, tc.want, tc.h2c)
+		}
+	}
+}
+
+// TestFallbackHeaders: headers keep every value, in file order.
+func TestFallbackHeaders(t *testing.T) {
+	fb := fallback(config.Fallback{Status: 503, Headers: [][2]string{{"Vary", "Accept"}, {"Vary", "Accept-Encoding"}, {"content-type", "text/plain"}}, Body: []byte("x"), BodySet: true})
+	rec := httptest.NewRecorder()
+	for k, v := range fb.Header {
+		rec.Header()[k] = v
+	}
+	if got := rec.Header().Values("Vary"); len(got) != 2 || got[0] != "Accept" || got[1] != "Accept-Encoding" {
+		t.Errorf("Vary = %q, want [Accept Accept-Encoding]", got)
+	}
+	if got := rec.Header().Get("Content-Type"); got != "text/plain" {
+		t.Errorf("Content-Type = %q, want text/plain", got)
+	}
+}
