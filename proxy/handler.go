@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	stdlog "log"
 	"net/http"
 	"net/http/httputil"
 	"strings"
@@ -72,7 +73,9 @@ func New(cfg *Config, opts Options) *Handler {
 		Transport:      roundTripperFunc(h.roundTrip),
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.errorHandler,
-		ErrorLog:       zap.NewStdLog(opts.Logger.Named("reverseproxy")),
+		// ReverseProxy logs a line per failed body copy; the outcome is
+		// already counted, so those lines go to debug, not to every reader.
+		ErrorLog: newDebugLog(opts.Logger.Named("reverseproxy")),
 	}
 	h.Swap(cfg)
 	return h
@@ -89,7 +92,11 @@ func (h *Handler) Swap(cfg *Config) {
 		s.transport = h.h2c
 	}
 	for _, p := range cfg.Points {
-		p.metrics = h.opts.Metrics.forPoint(p.Name)
+		// Only a point new to the handler is written: a point swapped in
+		// again (a rollback) may be serving requests that read it.
+		if p.metrics == nil {
+			p.metrics = h.opts.Metrics.forPoint(p.Name)
+		}
 	}
 	h.current.Store(s)
 }
@@ -110,8 +117,12 @@ type call struct {
 	outcome limiter.Outcome
 	exited  bool      // exit has run (a stream exits at its headers)
 	status  int       // status answered to the client (access log)
-	bodyErr error     // the client's request body failed to read
 	started time.Time // when the upstream call began
+
+	// bodyFailed: the client's request body failed to read. Atomic: the
+	// transport reads the body on its own goroutine, which can outlive the
+	// call.
+	bodyFailed atomic.Bool
 }
 
 type callKey struct{}
@@ -236,6 +247,11 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		c.outcome = limiter.Failed
 		c.point.metrics.statusErrors.Inc()
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// ReverseProxy writes the 101 on the hijacked connection, past
+		// the statusWriter: record it for the access log here.
+		c.status = resp.StatusCode
+	}
 	if isStream(resp) {
 		h.exit(c)
 	}
@@ -256,12 +272,15 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		if c.point != nil {
 			c.point.metrics.timeoutErrors.Inc()
 		}
+	case c.bodyFailed.Load():
+		// Before the client-cancel case: the server cancels the context
+		// when it meets the end of the client's input, so a client that
+		// half-closes after a short body would otherwise get an empty 200.
+		c.outcome = limiter.Canceled
+		status = http.StatusBadRequest
 	case r.Context().Err() != nil:
 		c.outcome, c.status = limiter.Canceled, StatusClientClosedRequest
 		return
-	case c.bodyErr != nil:
-		c.outcome = limiter.Canceled
-		status = http.StatusBadRequest
 	default:
 		status = http.StatusBadGateway
 		c.outcome = limiter.Failed
@@ -348,7 +367,7 @@ type clientBody struct {
 func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err != nil && err != io.EOF {
-		b.c.bodyErr = err
+		b.c.bodyFailed.Store(true)
 	}
 	return n, err
 }
@@ -360,7 +379,7 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.c.status == 0 && code >= 200 || code == http.StatusSwitchingProtocols {
+	if (w.c.status == 0 && code >= 200) || code == http.StatusSwitchingProtocols {
 		w.c.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -375,6 +394,15 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach Flush and Hijack.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// newDebugLog adapts log to a standard logger that writes at debug level.
+func newDebugLog(log *zap.Logger) *stdlog.Logger {
+	l, err := zap.NewStdLogAt(log, zap.DebugLevel)
+	if err != nil {
+		return zap.NewStdLog(log)
+	}
+	return l
+}
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 

@@ -1,0 +1,361 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+)
+
+// ReloadStatus is the config state shown on /status. cmd fills it on each
+// load; its zero value shows an empty config with no reload attempt.
+type ReloadStatus struct {
+	// Path and Hash are the file and the hex sha256 of the config in force.
+	Path, Hash string
+	// LoadedAt is when the config in force was applied.
+	LoadedAt time.Time
+	// LastAttempt, LastOK and LastError describe the last reload attempt,
+	// applied or rejected; LastAttempt is zero when there was none.
+	LastAttempt time.Time
+	LastOK      bool
+	LastError   string
+	// LastChange says what the last applied reload changed.
+	LastChange string
+}
+
+// AdminOptions are the admin port's sources. Handler and Gatherer are
+// required; the other fields default when nil.
+type AdminOptions struct {
+	// Handler is the request path; Points gives the points in force.
+	Handler *Handler
+	// Gatherer is the registry the Metrics were registered on.
+	Gatherer prometheus.Gatherer
+	// Ready reports false while draining (SIGTERM) or before serving; nil
+	// means always ready.
+	Ready func() bool
+	// Status returns the config state; nil shows a zero ReloadStatus.
+	Status func() ReloadStatus
+	// Now is the clock of the points' snapshots; nil means time.Now.
+	Now func() time.Time
+}
+
+// NewAdmin returns the read-only admin port (SPEC §6). It answers GET and
+// HEAD only (other methods: 405 with Allow), 404 for unknown paths, and
+// never logs a request. It is safe for concurrent use.
+//
+//	GET /healthz  200 "ok" while the process runs.
+//	GET /readyz   200 "ready" while Ready reports true, else 503 "draining".
+//	GET /metrics  the Gatherer's metrics, in the Prometheus formats.
+//	GET /status   the config state and every point in force, as JSON (below).
+//	GET /         the dashboard: one self-contained page that polls /status.
+//
+// The /status document (application/json; field names are stable, times
+// are RFC 3339 in UTC, durations are Go duration strings such as "250ms"):
+//
+//	{
+//	  "now": time,                         // the instant of the snapshots
+//	  "config": {
+//	    "path": "sds.yaml", "hash": "<hex sha256>",
+//	    "loadedAt": time,                  // omitted when zero
+//	    "lastReload": {                    // omitted when no reload was attempted
+//	      "at": time, "ok": bool,
+//	      "error": "...",                  // omitted when empty
+//	      "change": "..."                  // omitted when empty
+//	    }
+//	  },
+//	  "points": [                          // config order; [] when none
+//	    {
+//	      "name": "orders.read",
+//	      "state": "closed" | "tripped" | "delay",
+//	      "mode": "enforce" | "shadow",
+//	      "window": {"visits": n, "degraded": n, "exceptions": n, "timeouts": n, "inFlight": n},
+//	      "tokens": n,                     // tokens in the bucket; omitted when the bucket is off
+//	      "delay": {"strategy": "visit", "until": time},   // only in state "delay"
+//	      "lastTrip": {                    // omitted if the point never tripped
+//	        "strategy": "visit", "at": time, "count": n, "threshold": n,
+//	        "window": {"visits": n, "degraded": n, "exceptions": n, "timeouts": n},
+//	        "inFlight": n                  // the window and calls in flight at the trip
+//	      },
+//	      "thresholds": {                  // a disabled threshold is omitted
+//	        "timeoutThreshold": "250ms", "timeoutCountThreshold": n,
+//	        "visitThreshold": n, "concurrentThreshold": n,
+//	        "exceptionThreshold": n, "exceptionRateThreshold": n, "exceptionRateStart": n,
+//	        "tokenBucketGeneratedTokensInSecond": n, "tokenBucketSize": n,
+//	        "downgradeRate": n,            // always present
+//	        "delayTime": "30s", "retryInterval": "2s",
+//	        "pressureTestDowngrade": true  // omitted when false
+//	      },
+//	      "series": {
+//	        "bucketSeconds": 1,
+//	        "buckets": [{"visits": n, "degraded": n, "exceptions": n, "timeouts": n}, ...]  // oldest first
+//	      }
+//	    }
+//	  ]
+//	}
+func NewAdmin(opts AdminOptions) http.Handler {
+	a := &adminServer{opts: opts}
+	if a.opts.Now == nil {
+		a.opts.Now = time.Now
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		adminText(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", a.status)
+	mux.HandleFunc("GET /{$}", serveDashboard)
+	return mux
+}
+
+type adminServer struct {
+	opts AdminOptions
+}
+
+func (a *adminServer) readyz(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Ready != nil && !a.opts.Ready() {
+		adminText(w, http.StatusServiceUnavailable, "draining")
+		return
+	}
+	adminText(w, http.StatusOK, "ready")
+}
+
+func adminText(w http.ResponseWriter, status int, body string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write([]byte(body))
+}
+
+func (a *adminServer) status(w http.ResponseWriter, r *http.Request) {
+	var rs ReloadStatus
+	if a.opts.Status != nil {
+		rs = a.opts.Status()
+	}
+	now := a.opts.Now()
+	points := a.opts.Handler.Points()
+	doc := statusDoc{Now: now.UTC(), Config: statusConfig(rs), Points: make([]pointJSON, 0, len(points))}
+	for _, p := range points {
+		doc.Points = append(doc.Points, statusPoint(p.Limiter.Snapshot(now)))
+	}
+	body, err := json.Marshal(doc)
+	if err != nil { // cannot happen: the document holds no unsupported values
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.Write(append(body, '\n'))
+}
+
+// The /status document; see NewAdmin for its shape.
+type (
+	statusDoc struct {
+		Now    time.Time   `json:"now"`
+		Config configDoc   `json:"config"`
+		Points []pointJSON `json:"points"`
+	}
+	configDoc struct {
+		Path       string      `json:"path"`
+		Hash       string      `json:"hash"`
+		LoadedAt   time.Time   `json:"loadedAt,omitzero"`
+		LastReload *reloadJSON `json:"lastReload,omitempty"`
+	}
+	reloadJSON struct {
+		At     time.Time `json:"at"`
+		OK     bool      `json:"ok"`
+		Error  string    `json:"error,omitempty"`
+		Change string    `json:"change,omitempty"`
+	}
+	pointJSON struct {
+		Name       string         `json:"name"`
+		State      string         `json:"state"`
+		Mode       string         `json:"mode"`
+		Window     windowJSON     `json:"window"`
+		Tokens     *int64         `json:"tokens,omitempty"`
+		Delay      *delayJSON     `json:"delay,omitempty"`
+		LastTrip   *tripJSON      `json:"lastTrip,omitempty"`
+		Thresholds thresholdsJSON `json:"thresholds"`
+		Series     seriesJSON     `json:"series"`
+	}
+	windowJSON struct {
+		countsJSON
+		InFlight int64 `json:"inFlight"`
+	}
+	countsJSON struct {
+		Visits     int64 `json:"visits"`
+		Degraded   int64 `json:"degraded"`
+		Exceptions int64 `json:"exceptions"`
+		Timeouts   int64 `json:"timeouts"`
+	}
+	delayJSON struct {
+		Strategy string    `json:"strategy"`
+		Until    time.Time `json:"until"`
+	}
+	tripJSON struct {
+		Strategy  string     `json:"strategy"`
+		At        time.Time  `json:"at"`
+		Count     int64      `json:"count"`
+		Threshold int64      `json:"threshold"`
+		Window    countsJSON `json:"window"`
+		InFlight  int64      `json:"inFlight"`
+	}
+	thresholdsJSON struct {
+		TimeoutThreshold       string `json:"timeoutThreshold,omitempty"`
+		TimeoutCountThreshold  *int64 `json:"timeoutCountThreshold,omitempty"`
+		VisitThreshold         *int64 `json:"visitThreshold,omitempty"`
+		ConcurrentThreshold    *int64 `json:"concurrentThreshold,omitempty"`
+		ExceptionThreshold     *int64 `json:"exceptionThreshold,omitempty"`
+		ExceptionRateThreshold *int64 `json:"exceptionRateThreshold,omitempty"`
+		ExceptionRateStart     *int64 `json:"exceptionRateStart,omitempty"`
+		TokensPerSecond        *int64 `json:"tokenBucketGeneratedTokensInSecond,omitempty"`
+		TokenBucketSize        *int64 `json:"tokenBucketSize,omitempty"`
+		DowngradeRate          int    `json:"downgradeRate"`
+		DelayTime              string `json:"delayTime,omitempty"`
+		RetryInterval          string `json:"retryInterval,omitempty"`
+		PressureTestDowngrade  bool   `json:"pressureTestDowngrade,omitempty"`
+	}
+	seriesJSON struct {
+		BucketSeconds float64      `json:"bucketSeconds"`
+		Buckets       []countsJSON `json:"buckets"`
+	}
+)
+
+func statusConfig(rs ReloadStatus) configDoc {
+	c := configDoc{Path: rs.Path, Hash: rs.Hash, LoadedAt: statusTime(rs.LoadedAt)}
+	if !rs.LastAttempt.IsZero() {
+		c.LastReload = &reloadJSON{At: statusTime(rs.LastAttempt), OK: rs.LastOK, Error: rs.LastError, Change: rs.LastChange}
+	}
+	return c
+}
+
+func statusPoint(sn limiter.Snapshot) pointJSON {
+	s := &sn.Settings
+	p := pointJSON{
+		Name:   sn.Name,
+		State:  sn.State.String(),
+		Mode:   "enforce",
+		Window: windowJSON{countsJSON: statusCounts(sn.Counts), InFlight: sn.InFlight},
+		Thresholds: thresholdsJSON{
+			TimeoutThreshold:       statusDuration(s.TimeoutThreshold),
+			TimeoutCountThreshold:  statusThreshold(s.TimeoutCountThreshold),
+			VisitThreshold:         statusThreshold(s.VisitThreshold),
+			ConcurrentThreshold:    statusThreshold(s.ConcurrentThreshold),
+			ExceptionThreshold:     statusThreshold(s.ExceptionThreshold),
+			ExceptionRateThreshold: statusThreshold(s.ExceptionRateThreshold),
+			DowngradeRate:          s.DowngradeRate,
+			DelayTime:              statusDuration(s.DelayTime),
+			RetryInterval:          statusDuration(s.RetryInterval),
+			PressureTestDowngrade:  s.PressureTestDowngrade,
+		},
+		Series: seriesJSON{BucketSeconds: sn.BucketWidth.Seconds(), Buckets: make([]countsJSON, len(sn.Series))},
+	}
+	if s.Shadow {
+		p.Mode = "shadow"
+	}
+	if sn.Tokens >= 0 {
+		p.Tokens = &sn.Tokens
+	}
+	if sn.State == limiter.Delay {
+		p.Delay = &delayJSON{Strategy: sn.DelayStrategy.String(), Until: statusTime(sn.DelayUntil)}
+	}
+	if t := sn.LastTrip; t.Strategy != 0 {
+		p.LastTrip = &tripJSON{Strategy: t.Strategy.String(), At: statusTime(t.At), Count: t.Count, Threshold: t.Threshold,
+			Window: statusCounts(t.Counts), InFlight: t.InFlight}
+	}
+	if s.ExceptionRateThreshold >= 0 {
+		p.Thresholds.ExceptionRateStart = &s.ExceptionRateStart
+	}
+	if s.TokensPerSecond > 0 {
+		p.Thresholds.TokensPerSecond = &s.TokensPerSecond
+		if s.TokenBucketSize > 0 {
+			p.Thresholds.TokenBucketSize = &s.TokenBucketSize
+		}
+	}
+	for i, c := range sn.Series {
+		p.Series.Buckets[i] = statusCounts(c)
+	}
+	return p
+}
+
+func statusCounts(c limiter.Counts) countsJSON {
+	return countsJSON{Visits: c.Visits, Degraded: c.Degraded, Exceptions: c.Exceptions, Timeouts: c.Timeouts}
+}
+
+// statusThreshold returns &v, or nil for a disabled (negative) count threshold.
+func statusThreshold(v int64) *int64 {
+	if v < 0 {
+		return nil
+	}
+	return &v
+}
+
+// statusDuration formats a positive duration ("250ms"), or "" for off.
+func statusDuration(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return d.String()
+}
+
+func statusTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+//go:embed dashboard.html
+var dashboardHTML []byte
+
+// dashboardCSP allows the dashboard its own inline script and style (by
+// hash) and its fetches of /status, and nothing else: no other origin, no
+// injected script.
+var dashboardCSP = "default-src 'none'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'" +
+	"; script-src " + inlineHashes(string(dashboardHTML), "script") +
+	"; style-src " + inlineHashes(string(dashboardHTML), "style")
+
+// inlineHashes returns the CSP sources of every <tag>...</tag> block of
+// page, as 'sha256-...' hashes of their text.
+func inlineHashes(page, tag string) string {
+	open, end := "<"+tag+">", "</"+tag+">"
+	var srcs []string
+	for {
+		i := strings.Index(page, open)
+		if i < 0 {
+			break
+		}
+		page = page[i+len(open):]
+		j := strings.Index(page, end)
+		if j < 0 {
+			break
+		}
+		sum := sha256.Sum256([]byte(page[:j]))
+		srcs = append(srcs, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'")
+		page = page[j+len(end):]
+	}
+	if len(srcs) == 0 {
+		return "'none'"
+	}
+	return strings.Join(srcs, " ")
+}
+
+func serveDashboard(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", dashboardCSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-cache")
+	w.Write(dashboardHTML)
+}

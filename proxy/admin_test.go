@@ -1,0 +1,548 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy"
+)
+
+// adminT0 is the instant of the admin tests' requests, half-way into a
+// bucket of the default 1s buckets.
+var adminT0 = time.Date(2026, 3, 1, 12, 0, 0, 500_000_000, time.UTC)
+
+// adminClock is a settable clock shared by the Handler and the admin port.
+type adminClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *adminClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// adminUpstream is a fake service: 500 for paths ending in /fail, else 200.
+type adminUpstream struct{}
+
+func (adminUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	status := http.StatusOK
+	if strings.HasSuffix(r.URL.Path, "/fail") {
+		status = http.StatusInternalServerError
+	}
+	return &http.Response{
+		Status: http.StatusText(status), StatusCode: status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"text/plain"}}, Body: io.NopCloser(strings.NewReader("upstream")),
+		ContentLength: 8, Request: r,
+	}, nil
+}
+
+// adminFixture is a real Handler on a fake upstream, its metrics registry,
+// and an admin server over them.
+type adminFixture struct {
+	h       *proxy.Handler
+	metrics *proxy.Metrics
+	clock   *adminClock
+	ready   atomic.Bool
+	status  proxy.ReloadStatus
+	admin   http.Handler
+	srv     *httptest.Server
+}
+
+// adminPoint is a point of a fixture: requests to /<path>... go to it.
+type adminPoint struct {
+	name, path string
+	settings   func(*limiter.Settings)
+}
+
+func newAdminFixture(t *testing.T, points ...adminPoint) *adminFixture {
+	t.Helper()
+	f := &adminFixture{clock: &adminClock{t: adminT0}}
+	upstream, _ := url.Parse("http://upstream.invalid")
+	cfg := &proxy.Config{Upstream: upstream, ForwardedHeaders: true}
+	for _, ap := range points {
+		s := limiter.DefaultSettings()
+		if ap.settings != nil {
+			ap.settings(&s)
+		}
+		lim, err := limiter.NewPoint(ap.name, s)
+		if err != nil {
+			t.Fatalf("limiter.NewPoint(%q): %v", ap.name, err)
+		}
+		p := proxy.NewPoint(lim, proxy.PointOptions{})
+		cfg.Points = append(cfg.Points, p)
+		cfg.Routes = append(cfg.Routes, proxy.Route{Point: p, PathPrefix: ap.path})
+	}
+	reg := prometheus.NewRegistry()
+	f.metrics = proxy.NewMetrics(reg, func() []*proxy.Point { return f.h.Points() })
+	f.h = proxy.New(cfg, proxy.Options{
+		Logger:    zap.NewNop(),
+		Metrics:   f.metrics,
+		Transport: adminUpstream{},
+		Now:       f.clock.Now,
+	})
+	f.status = proxy.ReloadStatus{
+		Path:        "/etc/sds/sds.yaml",
+		Hash:        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		LoadedAt:    adminT0.Add(-time.Minute),
+		LastAttempt: adminT0.Add(-10 * time.Second),
+		LastOK:      false,
+		LastError:   `sds.yaml:3:1: unknown key "visitThreshhold"`,
+		LastChange:  "orders.read: visitThreshold 5 -> 2",
+	}
+	f.admin = proxy.NewAdmin(proxy.AdminOptions{
+		Handler:  f.h,
+		Gatherer: reg,
+		Ready:    f.ready.Load,
+		Status:   func() proxy.ReloadStatus { return f.status },
+		Now:      f.clock.Now,
+	})
+	f.srv = httptest.NewServer(f.admin)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// send drives one request through the Handler at the fixture's instant
+// and returns the response.
+func (f *adminFixture) send(t *testing.T, path string) *http.Response {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://svc.example"+path, nil))
+	return rec.Result()
+}
+
+// get fetches path from the admin server.
+func (f *adminFixture) get(t *testing.T, method, path string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading body: %v", method, path, err)
+	}
+	return resp, string(body)
+}
+
+// tripFixture returns a fixture with three points, driven at adminT0:
+//   - "p" (visitThreshold 2): 5 requests, 2 proxied, 3 degraded: tripped.
+//   - "q" (shadow, exceptionThreshold 1, delay 30s): a 500, then a request
+//     that would be degraded: in its delay.
+//   - "r" (every strategy off): no traffic: closed.
+func tripFixture(t *testing.T) *adminFixture {
+	t.Helper()
+	f := newAdminFixture(t,
+		adminPoint{name: "p", path: "/p", settings: func(s *limiter.Settings) { s.VisitThreshold = 2 }},
+		adminPoint{name: "q", path: "/q", settings: func(s *limiter.Settings) {
+			s.Shadow = true
+			s.ExceptionThreshold = 1
+			s.DelayTime, s.RetryInterval = 30*time.Second, 2*time.Second
+			s.TokensPerSecond, s.TokenBucketSize = 10, 20
+			s.TimeoutThreshold, s.TimeoutCountThreshold = 250*time.Millisecond, 5
+			s.ConcurrentThreshold = 8
+			s.ExceptionRateThreshold, s.ExceptionRateStart = 50, 10
+			s.PressureTestDowngrade = true
+			s.DowngradeRate = 90
+			s.Percent = func() int { return 0 } // always degrade
+		}},
+		adminPoint{name: "r", path: "/r"},
+	)
+	for i, want := range []int{200, 200, 429, 429, 429} {
+		if got := f.send(t, "/p").StatusCode; got != want {
+			t.Fatalf("request %d on p: got status %d, want %d", i+1, got, want)
+		}
+	}
+	if got := f.send(t, "/q/fail").StatusCode; got != 500 {
+		t.Fatalf("GET /q/fail: got status %d, want 500", got)
+	}
+	resp := f.send(t, "/q")
+	if got, want := resp.Header.Get("Sds-Shadow-Degraded"), "exception; point=q"; resp.StatusCode != 200 || got != want {
+		t.Fatalf("GET /q: got status %d, Sds-Shadow-Degraded %q; want 200, %q", resp.StatusCode, got, want)
+	}
+	return f
+}
+
+func TestAdminStatus(t *testing.T) {
+	f := tripFixture(t)
+	resp, body := f.get(t, http.MethodGet, "/status")
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /status: got status %d, want 200", resp.StatusCode)
+	}
+	if got := resp.Header.Get("Content-Type"); got != "application/json" {
+		t.Errorf("GET /status: got Content-Type %q, want application/json", got)
+	}
+
+	// The calls in flight at a trip are the limiter's to define (whether the
+	// tripped request counts itself); the admin port relays its figure.
+	tripInFlight := func(i int) string {
+		return strconv.FormatInt(f.h.Points()[i].Limiter.Snapshot(adminT0).LastTrip.InFlight, 10)
+	}
+	series := func(last string) string {
+		b := strings.Repeat(`{"visits":0,"degraded":0,"exceptions":0,"timeouts":0},`, 9)
+		return `{"bucketSeconds":1,"buckets":[` + b + last + `]}`
+	}
+	want := `{
+	  "now": "2026-03-01T12:00:00.5Z",
+	  "config": {
+	    "path": "/etc/sds/sds.yaml",
+	    "hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+	    "loadedAt": "2026-03-01T11:59:00.5Z",
+	    "lastReload": {"at": "2026-03-01T11:59:50.5Z", "ok": false,
+	      "error": "sds.yaml:3:1: unknown key \"visitThreshhold\"", "change": "orders.read: visitThreshold 5 -> 2"}
+	  },
+	  "points": [
+	    {
+	      "name": "p", "state": "tripped", "mode": "enforce",
+	      "window": {"visits": 5, "degraded": 3, "exceptions": 0, "timeouts": 0, "inFlight": 0},
+	      "lastTrip": {"strategy": "visit", "at": "2026-03-01T12:00:00.5Z", "count": 3, "threshold": 2,
+	        "window": {"visits": 5, "degraded": 2, "exceptions": 0, "timeouts": 0}, "inFlight": ` + tripInFlight(0) + `},
+	      "thresholds": {"visitThreshold": 2, "downgradeRate": 100},
+	      "series": ` + series(`{"visits":5,"degraded":3,"exceptions":0,"timeouts":0}`) + `
+	    },
+	    {
+	      "name": "q", "state": "delay", "mode": "shadow",
+	      "window": {"visits": 2, "degraded": 1, "exceptions": 1, "timeouts": 0, "inFlight": 0},
+	      "tokens": 19,
+	      "delay": {"strategy": "exception", "until": "2026-03-01T12:00:30.5Z"},
+	      "lastTrip": {"strategy": "exception", "at": "2026-03-01T12:00:00.5Z", "count": 1, "threshold": 1,
+	        "window": {"visits": 2, "degraded": 0, "exceptions": 1, "timeouts": 0}, "inFlight": ` + tripInFlight(1) + `},
+	      "thresholds": {"timeoutThreshold": "250ms", "timeoutCountThreshold": 5, "concurrentThreshold": 8,
+	        "exceptionThreshold": 1, "exceptionRateThreshold": 50, "exceptionRateStart": 10,
+	        "tokenBucketGeneratedTokensInSecond": 10, "tokenBucketSize": 20, "downgradeRate": 90,
+	        "delayTime": "30s", "retryInterval": "2s", "pressureTestDowngrade": true},
+	      "series": ` + series(`{"visits":2,"degraded":1,"exceptions":1,"timeouts":0}`) + `
+	    },
+	    {
+	      "name": "r", "state": "closed", "mode": "enforce",
+	      "window": {"visits": 0, "degraded": 0, "exceptions": 0, "timeouts": 0, "inFlight": 0},
+	      "thresholds": {"downgradeRate": 100},
+	      "series": ` + series(`{"visits":0,"degraded":0,"exceptions":0,"timeouts":0}`) + `
+	    }
+	  ]
+	}`
+	assertJSON(t, body, want)
+
+	// HEAD answers the same headers and no body.
+	resp, body = f.get(t, http.MethodHead, "/status")
+	if resp.StatusCode != 200 || body != "" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("HEAD /status: got %d %q, Content-Type %q; want 200, no body, application/json",
+			resp.StatusCode, body, resp.Header.Get("Content-Type"))
+	}
+}
+
+// assertJSON compares two JSON documents as values.
+func assertJSON(t *testing.T, got, want string) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatalf("got invalid JSON: %v\n%s", err, got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("want is invalid JSON: %v", err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		gi, _ := json.MarshalIndent(g, "", "  ")
+		wi, _ := json.MarshalIndent(w, "", "  ")
+		t.Errorf("got JSON\n%s\nwant\n%s", gi, wi)
+	}
+}
+
+func TestAdminStatusNoPoints(t *testing.T) {
+	upstream, _ := url.Parse("http://upstream.invalid")
+	reg := prometheus.NewRegistry()
+	var h *proxy.Handler
+	m := proxy.NewMetrics(reg, func() []*proxy.Point { return h.Points() })
+	h = proxy.New(&proxy.Config{Upstream: upstream}, proxy.Options{Logger: zap.NewNop(), Metrics: m, Transport: adminUpstream{}})
+	// Ready, Status and Now left nil: always ready, a zero ReloadStatus, time.Now.
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminOptions{Handler: h, Gatherer: reg}))
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatalf("GET /status: %v", err)
+	}
+	delete(doc, "now") // wall clock
+	b, _ := json.Marshal(doc)
+	assertJSON(t, string(b), `{"config": {"path": "", "hash": ""}, "points": []}`)
+
+	resp, err = http.Get(srv.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("GET /readyz with nil Ready: got %d, want 200", resp.StatusCode)
+	}
+}
+
+func TestAdminMetrics(t *testing.T) {
+	f := tripFixture(t)
+	f.metrics.Reloaded(true, adminT0)
+	f.metrics.Reloaded(false, adminT0.Add(time.Second))
+	resp, body := f.get(t, http.MethodGet, "/metrics")
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: got status %d, want 200", resp.StatusCode)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+		t.Errorf("GET /metrics: got Content-Type %q, want text/plain", ct)
+	}
+	lines := make(map[string]bool)
+	for _, l := range strings.Split(body, "\n") {
+		lines[l] = true
+	}
+	for _, want := range []string{
+		`sds_requests_total{point="p",result="proxied"} 2`,
+		`sds_requests_total{point="p",result="degraded"} 3`,
+		`sds_requests_total{point="q",result="proxied"} 1`,
+		`sds_requests_total{point="q",result="shadow_degraded"} 1`,
+		`sds_degraded_total{point="p",strategy="visit"} 3`,
+		`sds_degraded_total{point="q",strategy="exception"} 1`,
+		`sds_upstream_errors_total{kind="status_5xx",point="q"} 1`,
+		`sds_point_tripped{point="p"} 1`,
+		`sds_point_tripped{point="q"} 1`,
+		`sds_point_tripped{point="r"} 0`,
+		`sds_inflight{point="p"} 0`,
+		`sds_inflight{point="q"} 0`,
+		`sds_config_reloads_total{result="success"} 1`,
+		`sds_config_reloads_total{result="failure"} 1`,
+		`sds_config_last_reload_successful 0`,
+		`sds_config_last_reload_success_timestamp_seconds 1.7723664005e+09`,
+		`sds_upstream_duration_seconds_count{point="q"} 2`,
+	} {
+		if !lines[want] {
+			t.Errorf("GET /metrics: no line %q in\n%s", want, body)
+		}
+	}
+}
+
+func TestAdminProbesAndMethods(t *testing.T) {
+	f := newAdminFixture(t)
+	check := func(method, path string, wantStatus int, wantBody string) *http.Response {
+		t.Helper()
+		resp, body := f.get(t, method, path)
+		if resp.StatusCode != wantStatus || (wantBody != "" && body != wantBody) {
+			t.Errorf("%s %s: got %d %q, want %d %q", method, path, resp.StatusCode, body, wantStatus, wantBody)
+		}
+		return resp
+	}
+
+	check("GET", "/healthz", 200, "ok")
+	check("HEAD", "/healthz", 200, "")
+	check("GET", "/readyz", 503, "draining") // not serving yet
+	f.ready.Store(true)
+	check("GET", "/readyz", 200, "ready")
+	f.ready.Store(false) // SIGTERM: draining
+	check("GET", "/readyz", 503, "draining")
+	check("HEAD", "/readyz", 503, "")
+	check("GET", "/healthz", 200, "ok") // still alive while draining
+
+	for _, tc := range []struct{ method, path string }{
+		{"POST", "/healthz"}, {"PUT", "/readyz"}, {"POST", "/metrics"},
+		{"DELETE", "/status"}, {"POST", "/status"}, {"POST", "/"}, {"PATCH", "/"},
+	} {
+		resp := check(tc.method, tc.path, http.StatusMethodNotAllowed, "")
+		if got := resp.Header.Get("Allow"); got != "GET, HEAD" {
+			t.Errorf("%s %s: got Allow %q, want %q", tc.method, tc.path, got, "GET, HEAD")
+		}
+	}
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/nope"}, {"GET", "/index.html"}, {"GET", "/status/"}, {"GET", "/healthz/x"},
+		{"POST", "/nope"}, {"GET", "/debug/pprof/"},
+	} {
+		check(tc.method, tc.path, http.StatusNotFound, "")
+	}
+}
+
+func TestAdminDashboardPage(t *testing.T) {
+	f := newAdminFixture(t)
+	resp, body := f.get(t, http.MethodGet, "/")
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /: got status %d, want 200", resp.StatusCode)
+	}
+	if got := resp.Header.Get("Content-Type"); got != "text/html; charset=utf-8" {
+		t.Errorf("GET /: got Content-Type %q, want text/html; charset=utf-8", got)
+	}
+	for _, want := range []string{`const STATUS_URL = "status";`, `fetch(STATUS_URL`, `"disconnected"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET /: page lacks %q", want)
+		}
+	}
+	// Self-contained: nothing loaded from elsewhere, and no markup built
+	// from strings.
+	for _, bad := range []string{"<link", " src=", "@import", "innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"} {
+		if strings.Contains(body, bad) {
+			t.Errorf("GET /: page contains %q", bad)
+		}
+	}
+	if n := strings.Count(body, "http"); n != 1 || !strings.Contains(body, `"http://www.w3.org/2000/svg"`) {
+		t.Errorf("GET /: got %d mentions of http, want only the SVG namespace", n)
+	}
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "connect-src 'self'", "script-src 'sha256-", "style-src 'sha256-"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("GET /: Content-Security-Policy %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe-inline") || strings.Count(csp, "'sha256-") != 2 {
+		t.Errorf("GET /: Content-Security-Policy %q: want one hash for the script and one for the style", csp)
+	}
+}
+
+// TestAdminDashboardChromium renders the dashboard in headless Chromium
+// against a live admin port and reads the DOM it built.
+func TestAdminDashboardChromium(t *testing.T) {
+	const chromium = "/usr/bin/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skipf("no %s: %v", chromium, err)
+	}
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	const evil = `q<img src=x onerror=alert(1)>`
+
+	t.Run("live", func(t *testing.T) {
+		f := newAdminFixture(t,
+			adminPoint{name: "p", path: "/p", settings: func(s *limiter.Settings) { s.VisitThreshold = 2 }},
+			adminPoint{name: evil, path: "/q"},
+		)
+		for range 5 {
+			f.send(t, "/p")
+		}
+		f.send(t, "/q")
+		dom := dumpDOM(t, f.srv.URL+"/")
+		for _, want := range []string{
+			`<span id="conn" class="badge conn-live">live</span>`,
+			`<h2 class="name">p</h2>`,
+			`<h2 class="name">q&lt;img src=x onerror=alert(1)&gt;</h2>`,
+			`<span class="badge state state-tripped">tripped</span>`,
+			`<span class="badge state state-closed">closed</span>`,
+			`<article class="card" data-state="tripped">`,
+			`<code id="cfg-hash" title="` + f.status.Hash + `">` + f.status.Hash[:12] + `</code>`,
+			`visitThreshold</dt><dd>2</dd>`,
+			`visit: 3 against threshold 2`,
+			`visits · max 5 · sum 5`,
+			`window of 10s in 10 buckets of 1s, oldest left`,
+		} {
+			if !strings.Contains(dom, want) {
+				t.Errorf("dashboard DOM lacks %q", want)
+			}
+		}
+		if strings.Contains(dom, "<img") {
+			t.Errorf("dashboard DOM has an <img> element: a point name was parsed as markup")
+		}
+		for _, series := range []string{"visits", "degraded", "exceptions", "timeouts"} {
+			attr := `data-series="` + series + `" viewBox="0 0 100 30" preserveAspectRatio="none" role="img" data-buckets="10"`
+			if got := strings.Count(dom, attr); got != 2 {
+				t.Errorf("dashboard DOM: got %d %s charts of 10 buckets, want 2 (one per point)", got, series)
+			}
+		}
+		if got := strings.Count(dom, "<rect "); got != 2*4*10 {
+			t.Errorf("dashboard DOM: got %d chart bars, want %d", got, 2*4*10)
+		}
+		if t.Failed() {
+			t.Logf("DOM:\n%s", dom)
+		}
+	})
+
+	t.Run("no points", func(t *testing.T) {
+		f := newAdminFixture(t)
+		dom := dumpDOM(t, f.srv.URL+"/")
+		if !strings.Contains(dom, `<p id="empty" class="muted">No points are configured`) || strings.Contains(dom, "<article") {
+			t.Errorf("dashboard DOM with no points: want the no-points note and no cards:\n%s", dom)
+		}
+	})
+
+	t.Run("disconnected", func(t *testing.T) {
+		f := newAdminFixture(t)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/status" {
+				http.Error(w, "gone", http.StatusBadGateway)
+				return
+			}
+			f.admin.ServeHTTP(w, r)
+		}))
+		defer srv.Close()
+		dom := dumpDOM(t, srv.URL+"/")
+		if !strings.Contains(dom, `<span id="conn" class="badge conn-disconnected" title="HTTP 502">disconnected</span>`) {
+			t.Errorf("dashboard DOM with /status failing: want the disconnected badge:\n%s", dom)
+		}
+	})
+}
+
+// dumpDOM loads url in headless Chromium, lets it run for 3s of virtual
+// time (three polls of /status), and returns the serialized DOM.
+func dumpDOM(t *testing.T, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+		"--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update",
+		"--disable-sync", "--user-data-dir="+t.TempDir(), "--virtual-time-budget=3000", "--dump-dom", url)
+	cmd.WaitDelay = 5 * time.Second // chromium's helpers may hold the pipes
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium: %v (context: %v)\nstderr:\n%s", err, ctx.Err(), stderr.String())
+	}
+	return stdout.String()
+}
+
+func ExampleNewAdmin() {
+	reg := prometheus.NewRegistry()
+	var h *proxy.Handler
+	metrics := proxy.NewMetrics(reg, func() []*proxy.Point { return h.Points() })
+	upstream, _ := url.Parse("http://127.0.0.1:9000")
+	h = proxy.New(&proxy.Config{Upstream: upstream}, proxy.Options{Logger: zap.NewNop(), Metrics: metrics})
+
+	var draining atomic.Bool // set on SIGTERM
+	admin := proxy.NewAdmin(proxy.AdminOptions{
+		Handler:  h,
+		Gatherer: reg,
+		Ready:    func() bool { return !draining.Load() },
+		Status:   func() proxy.ReloadStatus { return proxy.ReloadStatus{Path: "sds.yaml"} },
+	})
+	for _, path := range []string{"/healthz", "/readyz"} {
+		rec := httptest.NewRecorder()
+		admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		fmt.Println(path, rec.Code, rec.Body)
+	}
+	draining.Store(true)
+	rec := httptest.NewRecorder()
+	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	fmt.Println("/readyz", rec.Code, rec.Body)
+	// Output:
+	// /healthz 200 ok
+	// /readyz 200 ready
+	// /readyz 503 draining
+}
