@@ -204,6 +204,11 @@ func applyReloads(ctx context.Context, w *config.Watcher, h *proxy.Handler, m *p
 		}
 		now := time.Now()
 		if res.Unchanged {
+			// The file holds the config in force again: after a rejected
+			// edit was undone, the last attempt is a success.
+			if status.recovered(now) {
+				m.Reloaded(true, now)
+			}
 			log.Info("config unchanged", zap.Bool("forced", res.Forced))
 			continue
 		}
@@ -264,6 +269,16 @@ func (r *reloadStatus) applied(at time.Time, f *config.File, change string) {
 	defer r.mu.Unlock()
 	r.st = proxy.ReloadStatus{Path: f.Path, Hash: f.Hash, LoadedAt: at, LastAttempt: at, LastOK: true, LastChange: change}
 	r.drain = f.DrainTimeout
+}
+
+// recovered marks an attempt that found the config in force; it reports
+// whether the previous attempt had failed.
+func (r *reloadStatus) recovered(at time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	wasFailed := !r.st.LastOK
+	r.st.LastAttempt, r.st.LastOK, r.st.LastError = at, true, ""
+	return wasFailed
 }
 
 func (r *reloadStatus) failed(at time.Time, err error) {

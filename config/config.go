@@ -1,0 +1,195 @@
+// Package config reads sds.yaml: the schema of SPEC §3, strict decoding with
+// line:col positions, defaults, validation that gathers every problem, the
+// difference between two configs, and a watcher that hot-reloads the file.
+//
+// The types here are plain values. The cmd package translates them into
+// proxy and limiter types once per load; nothing below cmd reads a *File per
+// request.
+//
+// Conventions shared by every type in this package:
+//   - an integer threshold of -1 is off (the file said so with a negative
+//     number, or did not name it), as in SDS;
+//   - a duration of 0 is off;
+//   - slices keep the order of the file.
+package config
+
+import "time"
+
+// File is one parsed, defaulted and validated sds.yaml.
+type File struct {
+	// Path is the file the config was read from ("" for Default).
+	Path string
+	// Hash is the hex SHA-256 of the file's raw bytes ("" for Default).
+	Hash string
+
+	// Listen is the proxy's address, host:port. Default "0.0.0.0:8080".
+	// Changing it needs a restart.
+	Listen string
+	// H2C also accepts cleartext HTTP/2 on Listen. Default false. Changing it
+	// needs a restart.
+	H2C bool
+	// Upstream is the service's base URL: http://, https:// or h2c://
+	// (cleartext HTTP/2), with a host and no path beyond "/". Required, from
+	// the file or Options.Upstream.
+	Upstream string
+	// Admin is the admin port's address, host:port. Default "0.0.0.0:9901".
+	// Changing it needs a restart.
+	Admin string
+	// ForwardedHeaders sets X-Forwarded-For/Proto/Host for the upstream.
+	// Default true.
+	ForwardedHeaders bool
+	// Window is the length of every point's sliding window. Default 10s.
+	Window time.Duration
+	// Buckets is how many buckets split Window; Window/Buckets is a whole
+	// number of nanoseconds and at least 1ms. Default 10.
+	Buckets int
+	// PressureTestHeader names the request header that marks pressure-test
+	// traffic when its value is 1 or true. Default "" (no pressure tests).
+	PressureTestHeader string
+	// AccessLog turns on the access log (SPEC §8). Default false.
+	AccessLog bool
+	// DrainTimeout is how long SIGTERM waits for in-flight requests before
+	// exiting. Default 25s; 0 exits without waiting.
+	DrainTimeout time.Duration
+	// TLS is the inbound TLS setting; the zero value serves cleartext.
+	// Changing it needs a restart.
+	TLS TLS
+
+	// Routes map requests to points; the first match wins. File order.
+	Routes []Route
+	// Points are the protected points, in file order. Every point is named
+	// by at least one route.
+	Points []Point
+}
+
+// Point returns the point named name, or nil.
+func (f *File) Point(name string) *Point {
+	for i := range f.Points {
+		if f.Points[i].Name == name {
+			return &f.Points[i]
+		}
+	}
+	return nil
+}
+
+// TLS is the inbound TLS setting (SPEC §7). At most one of the certificate
+// pair and ACME is set.
+type TLS struct {
+	// CertFile and KeyFile are PEM files, both or neither. A relative path
+	// in the file is resolved against the config file's directory.
+	CertFile, KeyFile string
+	// ACME obtains certificates automatically; nil when not used.
+	ACME *ACME
+}
+
+// Enabled reports whether inbound TLS is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.ACME != nil }
+
+// ACME asks an ACME CA for certificates.
+type ACME struct {
+	// Domains to obtain certificates for; at least one.
+	Domains []string
+	// Email is the ACME account's contact address; "" for none.
+	Email string
+	// CA is the ACME directory URL; "" for certmagic's default
+	// (Let's Encrypt production).
+	CA string
+}
+
+// Route sends the requests it matches to a point. Every condition that is
+// set must hold; a route with none set matches every request.
+type Route struct {
+	// Point names the point; it exists in File.Points.
+	Point string
+	// Methods the request's method must be one of; nil matches any. Upper
+	// case, as written.
+	Methods []string
+	// Path is an exact path to match, starting with "/"; "" for any.
+	Path string
+	// PathPrefix is a path prefix to match, starting with "/"; "" for any.
+	// At most one of Path and PathPrefix is set.
+	PathPrefix string
+	// Host is the request's host to match, as written; "" for any.
+	Host string
+}
+
+// Point is one protected point: its strategies, delay and fallback. Integer
+// thresholds are -1 when off, durations 0 when off (see the package doc).
+type Point struct {
+	// Name is the point's name: letters, digits, '.', '_' and '-'.
+	Name string
+
+	// TimeoutThreshold: an upstream call running longer than this counts
+	// one timeout. 0 = off.
+	TimeoutThreshold time.Duration
+	// TimeoutCountThreshold: the point trips when the window holds this many
+	// timeouts (the 5th timeout trips 5). -1 = off; set together with
+	// TimeoutThreshold.
+	TimeoutCountThreshold int64
+	// VisitThreshold: passes while visits - degraded <= VisitThreshold. 0
+	// degrades every request. -1 = off.
+	VisitThreshold int64
+	// ConcurrentThreshold: passes while the calls in flight, this one
+	// included, are <= ConcurrentThreshold. At least 1, or -1 = off.
+	ConcurrentThreshold int64
+	// ExceptionThreshold: passes while the window holds fewer exceptions.
+	// At least 1, or -1 = off.
+	ExceptionThreshold int64
+	// ExceptionRateThreshold: percent 1-100; passes while
+	// exceptions*100/(visits-degraded) is below it. -1 = off.
+	ExceptionRateThreshold int64
+	// ExceptionRateStart: the rate is not judged while the window holds this
+	// many visits or fewer. Default 0.
+	ExceptionRateStart int64
+	// TokenBucketGeneratedTokensInSecond: tokens added per second. At least
+	// 1, or -1 = off.
+	TokenBucketGeneratedTokensInSecond int64
+	// TokenBucketSize: the bucket's capacity, at least
+	// TokenBucketGeneratedTokensInSecond. -1 = not given (the capacity is
+	// then TokenBucketGeneratedTokensInSecond).
+	TokenBucketSize int64
+	// DowngradeRate: percent 0-100 of tripped requests actually degraded.
+	// Default 100; 0 judges and reports but never degrades.
+	DowngradeRate int64
+	// DelayTime: after a trip, keep degrading this long. 0 = off.
+	DelayTime time.Duration
+	// RetryInterval: during the delay, let one probe through this often;
+	// shorter than DelayTime. 0 = off (no probes).
+	RetryInterval time.Duration
+	// PressureTestDowngrade degrades pressure-test traffic on this point at
+	// once (File.PressureTestHeader is then set).
+	PressureTestDowngrade bool
+	// Shadow counts and reports would-be trips but never degrades
+	// (mode: shadow). false is mode: enforce, the default.
+	Shadow bool
+	// UpstreamTimeout is a hard deadline for the upstream call. 0 = none.
+	UpstreamTimeout time.Duration
+	// FallbackOnError answers the fallback instead of 502/504 when the
+	// upstream call fails (transport error or UpstreamTimeout).
+	FallbackOnError bool
+	// Fallback is the response of a degraded request.
+	Fallback Fallback
+}
+
+// Fallback is the response a degraded request gets. Its zero value leaves
+// everything to the proxy's defaults.
+type Fallback struct {
+	// Status is 200-599; 0 = not set (the proxy then answers 429 for visit
+	// and token_bucket trips, 503 otherwise).
+	Status int
+	// Headers in file order, names as written. A name given a list of values
+	// appears once per value.
+	Headers [][2]string
+	// Body is the response body, from body or read from bodyFile at parse
+	// time.
+	Body []byte
+	// BodySet is true when body or bodyFile was given (an empty body is then
+	// meant).
+	BodySet bool
+}
+
+// Options are the command-line overrides; "" means not given. A given value
+// replaces the file's before validation.
+type Options struct {
+	Listen, Upstream, Admin string
+}

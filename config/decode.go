@@ -1,0 +1,362 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// lineEnds returns the offset just past each line of data, with line
+// breaks as YAML counts them: LF, CR LF, CR, NEL, LS and PS. The last line
+// need not end in a break.
+func lineEnds(data []byte) []int {
+	var ends []int
+	for i := 0; i < len(data); i++ {
+		switch {
+		case data[i] == '\n':
+			ends = append(ends, i+1)
+		case data[i] == '\r':
+			if i+1 < len(data) && data[i+1] == '\n' {
+				i++
+			}
+			ends = append(ends, i+1)
+		case data[i] >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(data[i:])
+			i += size - 1
+			if r == '\u0085' || r == '\u2028' || r == '\u2029' {
+				ends = append(ends, i+1)
+			}
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	return ends
+}
+
+// maxFileSize bounds the config file, in bytes.
+const maxFileSize = 1 << 20
+
+// maxNodes bounds the YAML nodes one decode visits, aliases expanded, so
+// that a small file of nested aliases cannot make it run for long.
+const maxNodes = 200_000
+
+// span is where a key and its value start.
+type span struct{ key, val pos }
+
+// decoded is a decoded file before validation: f holds every key the file
+// names with the value as written (negative thresholds not yet folded to
+// -1), and the defaults for the rest.
+type decoded struct {
+	f *File
+	// at holds the position of every key present in the file.
+	at map[loc]span
+	// bad holds the keys present whose value could not be decoded (the
+	// problem is already reported); rules about them are not judged.
+	bad map[loc]bool
+	// root is where the top-level mapping starts.
+	root pos
+	// bodyFile maps a point's name to its fallback's bodyFile as written.
+	bodyFile map[string]string
+}
+
+// has reports whether the file names the key at l, whatever its value.
+func (d *decoded) has(l loc) bool { _, ok := d.at[l]; return ok }
+
+// ok reports whether the file names every key of ls with a value of the
+// right type.
+func (d *decoded) ok(ls ...loc) bool {
+	for _, l := range ls {
+		if !d.has(l) || d.bad[l] {
+			return false
+		}
+	}
+	return true
+}
+
+// good reports whether none of ls has a value of the wrong type; absent
+// keys are good.
+func (d *decoded) good(ls ...loc) bool {
+	for _, l := range ls {
+		if d.bad[l] {
+			return false
+		}
+	}
+	return true
+}
+
+// decoder walks the YAML node tree by the schema of SPEC §3.
+type decoder struct {
+	p      *problems
+	out    *decoded
+	budget int
+}
+
+// setter decodes the value v of key into its destination.
+type setter func(key string, v *yaml.Node)
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// decode reads data strictly: exactly one YAML document holding a mapping
+// with known keys, each once, each of its type. Problems go to p; the
+// result is nil when the YAML itself could not be read.
+func decode(data []byte, p *problems) *decoded {
+	if len(data) > maxFileSize {
+		p.add(pos{1, 1}, "the file is %d bytes; a config is at most %d bytes", len(data), maxFileSize)
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			p.add(pos{1, 1}, "the file is empty; it needs at least upstream: and points:")
+		} else {
+			syntaxError(p, data, err)
+		}
+		return nil
+	}
+	var second yaml.Node
+	switch err := dec.Decode(&second); {
+	case err == nil:
+		p.add(pos{second.Line, second.Column}, "a second YAML document starts here; a config is one document: remove this '---' and what follows it")
+	case !errors.Is(err, io.EOF):
+		syntaxError(p, data, err)
+	}
+	if len(doc.Content) == 0 {
+		p.add(pos{1, 1}, "the file is empty; it needs at least upstream: and points:")
+		return nil
+	}
+	d := &decoder{p: p, budget: maxNodes, out: &decoded{
+		f:        newFile(),
+		at:       map[loc]span{},
+		bad:      map[loc]bool{},
+		bodyFile: map[string]string{},
+	}}
+	root := doc.Content[0]
+	d.out.root = pos{root.Line, root.Column}
+	if root.ShortTag() == "!!null" {
+		p.add(pos{1, 1}, "the file is empty; it needs at least upstream: and points:")
+		return nil
+	}
+	if d.resolve(root).Kind != yaml.MappingNode {
+		p.add(d.out.root, "the file must be a mapping of keys such as upstream: and points:, got %s", describe(d.resolve(root)))
+		return nil
+	}
+	d.top(root)
+	return d.out
+}
+
+// syntaxError records a YAML syntax error in data. The parser's message
+// names the line where the construct it was reading began, which can be
+// far above the mistake; the line reported is the first whose addition to
+// the lines before it makes them unreadable. The column is 1: the parser
+// does not report one.
+func syntaxError(p *problems, data []byte, err error) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	at := pos{}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		msg = err.Error()[len(m[0]):]
+		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
+			at = pos{n, 1}
+		}
+	}
+	if n := firstBadLine(data); n > 0 {
+		at = pos{n, 1}
+	}
+	p.add(at, "YAML syntax: %s", msg)
+}
+
+// firstBadLine returns the smallest n such that the first n lines of data
+// are not readable YAML, by binary search, or 0 if it finds none.
+func firstBadLine(data []byte) int {
+	ends := lineEnds(data)
+	readable := func(n int) bool {
+		dec := yaml.NewDecoder(bytes.NewReader(data[:ends[n-1]]))
+		for {
+			var doc yaml.Node
+			if err := dec.Decode(&doc); err != nil {
+				return errors.Is(err, io.EOF)
+			}
+		}
+	}
+	lo, hi := 1, len(ends)
+	if readable(hi) {
+		return 0
+	}
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if readable(mid) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+var (
+	topKeys      = []string{"listen", "h2c", "upstream", "admin", "forwardedHeaders", "window", "buckets", "pressureTestHeader", "accessLog", "drainTimeout", "tls", "routes", "points"}
+	tlsKeys      = []string{"certFile", "keyFile", "acme"}
+	acmeKeys     = []string{"domains", "email", "ca"}
+	routeKeys    = []string{"point", "match"}
+	matchKeys    = []string{"methods", "path", "pathPrefix", "host"}
+	pointKeys    = []string{"timeoutThreshold", "timeoutCountThreshold", "visitThreshold", "concurrentThreshold", "exceptionThreshold", "exceptionRateThreshold", "exceptionRateStart", "tokenBucketGeneratedTokensInSecond", "tokenBucketSize", "downgradeRate", "delayTime", "retryInterval", "pressureTestDowngrade", "mode", "upstreamTimeout", "fallbackOnError", "fallback"}
+	fallbackKeys = []string{"status", "headers", "body", "bodyFile"}
+)
+
+// top decodes the top-level mapping.
+func (d *decoder) top(n *yaml.Node) {
+	f := d.out.f
+	d.fields(n, "at the top level", loc{}, topKeys, map[string]setter{
+		"listen":             d.str(&f.Listen),
+		"h2c":                d.boolean(&f.H2C),
+		"upstream":           d.str(&f.Upstream),
+		"admin":              d.str(&f.Admin),
+		"forwardedHeaders":   d.boolean(&f.ForwardedHeaders),
+		"window":             d.duration(&f.Window),
+		"buckets":            integer(d, &f.Buckets),
+		"pressureTestHeader": d.str(&f.PressureTestHeader),
+		"accessLog":          d.boolean(&f.AccessLog),
+		"drainTimeout":       d.duration(&f.DrainTimeout),
+		"tls":                func(_ string, v *yaml.Node) { d.tls(v, &f.TLS) },
+		"routes":             func(_ string, v *yaml.Node) { d.routes(v) },
+		"points":             func(_ string, v *yaml.Node) { d.points(v) },
+	})
+}
+
+// tls decodes the tls mapping into t.
+func (d *decoder) tls(n *yaml.Node, t *TLS) {
+	d.fields(n, "in tls", loc{field: "tls."}, tlsKeys, map[string]setter{
+		"certFile": d.str(&t.CertFile),
+		"keyFile":  d.str(&t.KeyFile),
+		"acme": func(_ string, v *yaml.Node) {
+			t.ACME = &ACME{}
+			d.fields(v, "in tls.acme", loc{field: "tls.acme."}, acmeKeys, map[string]setter{
+				"domains": d.strings(loc{field: "tls.acme.domains"}, &t.ACME.Domains),
+				"email":   d.str(&t.ACME.Email),
+				"ca":      d.str(&t.ACME.CA),
+			})
+		},
+	})
+}
+
+// routes decodes the list of routes, in order.
+func (d *decoder) routes(n *yaml.Node) {
+	items, ok := d.sequence(n, "routes", "a list of routes such as - point: orders.read")
+	if !ok {
+		return
+	}
+	if len(items) > maxRoutes {
+		d.p.add(pos{n.Line, n.Column}, "routes: %d routes; a config holds at most %d", len(items), maxRoutes)
+		items = items[:maxRoutes]
+	}
+	for i, item := range items {
+		r := Route{}
+		base := loc{route: i + 1}
+		d.out.at[base] = span{key: pos{item.Line, item.Column}, val: pos{item.Line, item.Column}}
+		scope := fmt.Sprintf("in route %d", i+1)
+		if d.resolve(item).Kind != yaml.MappingNode {
+			d.p.add(pos{item.Line, item.Column}, "route %d: want a mapping with point: and match:, got %s", i+1, describe(d.resolve(item)))
+			d.out.bad[base] = true
+			d.out.f.Routes = append(d.out.f.Routes, r)
+			continue
+		}
+		d.fields(item, scope, base, routeKeys, map[string]setter{
+			"point": d.str(&r.Point),
+			"match": func(_ string, v *yaml.Node) {
+				d.fields(v, fmt.Sprintf("in the match of route %d", i+1), loc{route: i + 1, field: "match."}, matchKeys, map[string]setter{
+					"methods":    d.strings(loc{route: i + 1, field: "match.methods"}, &r.Methods),
+					"path":       d.str(&r.Path),
+					"pathPrefix": d.str(&r.PathPrefix),
+					"host":       d.str(&r.Host),
+				})
+			},
+		})
+		d.out.f.Routes = append(d.out.f.Routes, r)
+	}
+}
+
+// points decodes the mapping of points, in file order.
+func (d *decoder) points(n *yaml.Node) {
+	d.entries(n, "points", "a mapping of point names to their settings", func(name string, k, v *yaml.Node) {
+		if len(d.out.f.Points) == maxPoints {
+			d.p.add(pos{k.Line, k.Column}, "points: a config holds at most %d points", maxPoints)
+		}
+		if len(d.out.f.Points) >= maxPoints {
+			return
+		}
+		p := newPoint(name)
+		base := loc{point: name}
+		d.out.at[base] = span{key: pos{k.Line, k.Column}, val: pos{v.Line, v.Column}}
+		scope := fmt.Sprintf("in point %q", name)
+		if m := d.resolve(v); m.Kind != yaml.MappingNode && m.ShortTag() != "!!null" {
+			d.out.bad[base] = true
+		}
+		d.fields(v, scope, base, pointKeys, map[string]setter{
+			"timeoutThreshold":                   d.duration(&p.TimeoutThreshold),
+			"timeoutCountThreshold":              integer(d, &p.TimeoutCountThreshold),
+			"visitThreshold":                     integer(d, &p.VisitThreshold),
+			"concurrentThreshold":                integer(d, &p.ConcurrentThreshold),
+			"exceptionThreshold":                 integer(d, &p.ExceptionThreshold),
+			"exceptionRateThreshold":             integer(d, &p.ExceptionRateThreshold),
+			"exceptionRateStart":                 integer(d, &p.ExceptionRateStart),
+			"tokenBucketGeneratedTokensInSecond": integer(d, &p.TokenBucketGeneratedTokensInSecond),
+			"tokenBucketSize":                    integer(d, &p.TokenBucketSize),
+			"downgradeRate":                      integer(d, &p.DowngradeRate),
+			"delayTime":                          d.duration(&p.DelayTime),
+			"retryInterval":                      d.duration(&p.RetryInterval),
+			"pressureTestDowngrade":              d.boolean(&p.PressureTestDowngrade),
+			"mode":                               d.mode(&p.Shadow),
+			"upstreamTimeout":                    d.duration(&p.UpstreamTimeout),
+			"fallbackOnError":                    d.boolean(&p.FallbackOnError),
+			"fallback":                           func(_ string, v *yaml.Node) { d.fallback(v, name, &p.Fallback) },
+		})
+		d.out.f.Points = append(d.out.f.Points, p)
+	})
+}
+
+// fallback decodes the fallback of point into fb; a bodyFile is read later.
+func (d *decoder) fallback(n *yaml.Node, point string, fb *Fallback) {
+	d.fields(n, fmt.Sprintf("in the fallback of point %q", point), loc{point: point, field: "fallback."}, fallbackKeys, map[string]setter{
+		"status":  integer(d, &fb.Status),
+		"headers": func(_ string, v *yaml.Node) { d.headers(v, point, fb) },
+		"body": func(key string, v *yaml.Node) {
+			if s, ok := d.scalar(key, v, "!!str", "a string"); ok {
+				fb.Body, fb.BodySet = []byte(s.Value), true
+			}
+		},
+		"bodyFile": func(key string, v *yaml.Node) {
+			if s, ok := d.scalar(key, v, "!!str", "a path"); ok {
+				d.out.bodyFile[point] = s.Value
+				fb.BodySet = true
+			}
+		},
+	})
+}
+
+// headers decodes a mapping of header names to a value or a list of values.
+func (d *decoder) headers(n *yaml.Node, point string, fb *Fallback) {
+	d.entries(n, "headers", "a mapping of header names to values such as Content-Type: application/json", func(name string, k, v *yaml.Node) {
+		v = d.resolve(v)
+		values := []*yaml.Node{v}
+		if v.Kind == yaml.SequenceNode {
+			values = d.items(v)
+		}
+		for _, vn := range values {
+			vn = d.resolve(vn)
+			if vn.Kind != yaml.ScalarNode || vn.ShortTag() == "!!null" {
+				d.p.add(pos{vn.Line, vn.Column}, "header %s: want a value or a list of values, got %s", name, describe(vn))
+				continue
+			}
+			d.out.at[loc{point: point, field: fmt.Sprintf("fallback.headers[%d]", len(fb.Headers))}] = span{key: pos{k.Line, k.Column}, val: pos{vn.Line, vn.Column}}
+			fb.Headers = append(fb.Headers, [2]string{name, vn.Value})
+		}
+	})
+}

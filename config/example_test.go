@@ -1,0 +1,105 @@
+package config_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/sds-proxy/sds-proxy/config"
+)
+
+func ExampleLoad() {
+	f, err := config.Load("../sds.yaml", config.Options{Listen: "127.0.0.1:18080"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(f.Listen, f.Upstream)
+	for _, p := range f.Points {
+		fmt.Printf("%s visit=%d shadow=%v\n", p.Name, p.VisitThreshold, p.Shadow)
+	}
+	// Output:
+	// 127.0.0.1:18080 http://127.0.0.1:9000
+	// orders.read visit=20 shadow=false
+	// orders.create visit=-1 shadow=false
+	// slow visit=-1 shadow=false
+	// flaky visit=-1 shadow=false
+	// everything-else visit=100 shadow=true
+}
+
+func ExampleParse() {
+	_, err := config.Parse("sds.yaml", []byte(`upstream: http://127.0.0.1:9000
+routes:
+  - point: orders.read
+    match: {pathPrefix: /api/orders}
+points:
+  orders.read:
+    timeoutCountThreshold: 5
+    visitThreshold: lots
+`), config.Options{})
+	// What `sds-proxy validate` prints: one problem a line.
+	fmt.Println(err)
+	// Output:
+	// sds.yaml:7:5: timeoutCountThreshold is set but timeoutThreshold is not: no call is ever counted as a timeout; add timeoutThreshold: 250ms or remove timeoutCountThreshold
+	// sds.yaml:8:21: visitThreshold: want an integer, got the string "lots"
+}
+
+func ExampleDefault() {
+	f, err := config.Default(config.Options{Upstream: "http://127.0.0.1:9000"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(f.Listen, f.Admin, len(f.Points))
+	// Output: 0.0.0.0:8080 0.0.0.0:9901 0
+}
+
+func ExampleDiff() {
+	const before = `upstream: http://127.0.0.1:9000
+routes: [{point: a, match: {}}]
+points: {a: {visitThreshold: 10}}
+`
+	const after = `upstream: http://127.0.0.1:9000
+listen: 0.0.0.0:8081
+routes: [{point: a, match: {path: /a}}, {point: b, match: {}}]
+points: {a: {visitThreshold: 20}, b: {concurrentThreshold: 8}}
+`
+	old, err := config.Parse("sds.yaml", []byte(before), config.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cur, err := config.Parse("sds.yaml", []byte(after), config.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(config.Diff(old, cur))
+	// Output: points added [b], changed [a]; routes changed; needs restart [listen]
+}
+
+func ExampleWatcher() {
+	current, err := config.Load("sds.yaml", config.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w, err := config.NewWatcher("sds.yaml", config.Options{}, current)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		if err := w.Run(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
+	// On SIGHUP: w.Reload()
+	for r := range w.Results() {
+		switch {
+		case r.Err != nil:
+			log.Printf("config rejected, the last good one stays in force:\n%v", r.Err)
+		case r.Unchanged:
+			log.Print("config unchanged")
+		default:
+			log.Printf("config applied: %v", r.Change)
+			// Build the new proxy and limiter snapshot from r.File, then swap it in.
+		}
+	}
+}

@@ -1,0 +1,144 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// maxBodyFile bounds a fallback's bodyFile, in bytes.
+const maxBodyFile = 1 << 20
+
+// Load reads the config file at path and parses it (see Parse). An error
+// reading the file is returned as it is, so errors.Is(err, fs.ErrNotExist)
+// tells a missing file.
+func Load(path string, opts Options) (*File, error) {
+	data, err := readFile(path, maxFileSize)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data, opts)
+}
+
+// Parse decodes data, the content of the config file at path, applies the
+// defaults and the command-line overrides in opts, reads the fallbacks'
+// body files (relative to path's directory) and validates the result.
+//
+// On any problem it returns a nil *File and an Errors holding every problem
+// found, each at its line and column; its Error method prints one
+// FILE:LINE:COL: message line per problem, sorted by position.
+func Parse(path string, data []byte, opts Options) (*File, error) {
+	p := &problems{file: path}
+	d := decode(data, p)
+	if d == nil {
+		return nil, p.err()
+	}
+	sum := sha256.Sum256(data)
+	d.f.Path, d.f.Hash = path, hex.EncodeToString(sum[:])
+	override(d.f, opts)
+	readFiles(d, filepath.Dir(path), p)
+	validate(d, opts, p)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	normalize(d.f)
+	return d.f, nil
+}
+
+// Default returns the config of a proxy run without a config file: the
+// defaults, the overrides in opts, and no routes or points. opts.Upstream
+// is then required.
+func Default(opts Options) (*File, error) {
+	p := &problems{}
+	d := &decoded{f: newFile(), at: map[loc]span{}, bad: map[loc]bool{}}
+	override(d.f, opts)
+	validate(d, opts, p)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return d.f, nil
+}
+
+// readFiles reads each fallback's bodyFile into its Body and resolves the
+// TLS files' paths, all relative to dir.
+func readFiles(d *decoded, dir string, p *problems) {
+	for i := range d.f.Points {
+		pt := &d.f.Points[i]
+		name, ok := d.bodyFile[pt.Name]
+		if !ok {
+			continue
+		}
+		at := d.at[loc{point: pt.Name, field: "fallback.bodyFile"}].val
+		if name == "" {
+			p.add(at, "fallback.bodyFile is empty; give the path of the body's file, or use body:")
+			continue
+		}
+		body, err := readFile(resolve(dir, name), maxBodyFile)
+		if err != nil {
+			p.add(at, "fallback.bodyFile: %s", fileProblem(resolve(dir, name), err))
+			continue
+		}
+		if !d.has(loc{point: pt.Name, field: "fallback.body"}) {
+			pt.Fallback.Body = body
+		}
+	}
+	t := &d.f.TLS
+	for _, f := range []struct {
+		field string
+		path  *string
+	}{{"tls.certFile", &t.CertFile}, {"tls.keyFile", &t.KeyFile}} {
+		if *f.path == "" {
+			continue
+		}
+		*f.path = resolve(dir, *f.path)
+		if _, err := os.Stat(*f.path); err != nil {
+			p.add(d.at[loc{field: f.field}].val, "%s: %s", f.field, fileProblem(*f.path, err))
+		}
+	}
+}
+
+// fileProblem describes an error reading a file the config names.
+func fileProblem(path string, err error) string {
+	if errors.Is(err, fs.ErrNotExist) {
+		return path + " does not exist (a relative path starts at the config file's directory)"
+	}
+	return err.Error()
+}
+
+// resolve makes a relative path relative to dir.
+func resolve(dir, path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(dir, path)
+}
+
+// readFile reads the regular file at path, up to limit bytes. It checks
+// the file is regular before opening it: opening a named pipe would block.
+func readFile(path string, limit int64) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return data, nil
+}

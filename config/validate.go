@@ -1,0 +1,317 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limits of the values validate accepts.
+const (
+	maxBuckets     = 1000
+	minBucketWidth = time.Millisecond
+	maxNameLen     = 128
+	maxMethods     = 32
+	// maxRoutes and maxPoints bound the work of validation, whose checks
+	// between routes take time quadratic in their number.
+	maxRoutes = 1000
+	maxPoints = 1000
+)
+
+// checker runs the rules of SPEC §3 over a decoded file. Each rule reports
+// at the position of the key it is about and skips keys whose value was of
+// the wrong type (already reported by decode).
+type checker struct {
+	d    *decoded
+	p    *problems
+	opts Options
+}
+
+// validate reports every problem of the decoded file d to p.
+func validate(d *decoded, opts Options, p *problems) {
+	c := &checker{d: d, p: p, opts: opts}
+	c.addresses()
+	c.upstream()
+	c.window()
+	c.settings()
+	c.tls()
+	c.routes()
+	c.points()
+}
+
+// key returns where the key at l starts; for an absent key, where its
+// route or point starts, or else the top of the file.
+func (c *checker) key(l loc) pos {
+	if s, ok := c.d.at[l]; ok {
+		return s.key
+	}
+	if s, ok := c.d.at[loc{point: l.point, route: l.route}]; ok {
+		return s.key
+	}
+	return c.d.root
+}
+
+// val returns where the value of the key at l starts (see key).
+func (c *checker) val(l loc) pos {
+	if s, ok := c.d.at[l]; ok {
+		return s.val
+	}
+	return c.key(l)
+}
+
+// top is the location of a top-level key.
+func top(field string) loc { return loc{field: field} }
+
+// setting reports a problem with a top-level setting that a flag may have
+// given: against the flag when it did, else at the value in the file.
+func (c *checker) setting(name, flagValue, format string, args ...any) {
+	if flagValue != "" {
+		c.p.flag(name, format, args...)
+		return
+	}
+	c.p.add(c.val(top(name)), name+": "+format, args...)
+}
+
+// addresses checks listen and admin, and that they do not share a port.
+func (c *checker) addresses() {
+	f := c.d.f
+	listenOK := c.address("listen", f.Listen, c.opts.Listen, DefaultListen)
+	adminOK := c.address("admin", f.Admin, c.opts.Admin, DefaultAdmin)
+	if listenOK && adminOK && sameAddress(f.Listen, f.Admin) {
+		c.setting("admin", c.opts.Admin, "%s is the same port as listen %s; give the admin port its own, such as admin: %s", f.Admin, f.Listen, DefaultAdmin)
+	}
+}
+
+// address checks a host:port to listen on.
+func (c *checker) address(name, value, flagValue, example string) bool {
+	if !c.d.good(top(name)) {
+		return false
+	}
+	host, port, err := net.SplitHostPort(value)
+	if err != nil {
+		c.setting(name, flagValue, "%q is not a host:port address; write it as %s", value, example)
+		return false
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		c.setting(name, flagValue, "port %q is not a number from 0 to 65535", port)
+		return false
+	}
+	if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
+		c.setting(name, flagValue, "host %q is neither an IP address nor a host name; write it as %s", host, example)
+		return false
+	}
+	return true
+}
+
+// sameAddress reports whether two listen addresses would share a port.
+func sameAddress(a, b string) bool {
+	ha, pa, _ := net.SplitHostPort(a)
+	hb, pb, _ := net.SplitHostPort(b)
+	if pa != pb || pa == "0" {
+		return false
+	}
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || wildcard(ha) || wildcard(hb)
+}
+
+// upstream checks the upstream URL: http, https or h2c, a host, no path.
+func (c *checker) upstream() {
+	f := c.d.f
+	if !c.d.good(top("upstream")) {
+		return
+	}
+	if f.Upstream == "" {
+		c.p.add(c.val(top("upstream")), "upstream is required: add upstream: http://127.0.0.1:9000 (the service's address) or pass -upstream")
+		return
+	}
+	report := func(format string, args ...any) { c.setting("upstream", c.opts.Upstream, format, args...) }
+	if !strings.Contains(f.Upstream, "://") {
+		host, _, _ := strings.Cut(f.Upstream, "/")
+		report("%q has no scheme; write http://%s (or https://, or h2c:// for cleartext HTTP/2)", f.Upstream, host)
+		return
+	}
+	u, err := url.Parse(f.Upstream)
+	if err != nil {
+		report("%q is not a URL: %v", f.Upstream, unwrapURLError(err))
+		return
+	}
+	switch u.Scheme {
+	case "http", "https", "h2c":
+	default:
+		report("scheme %q is not supported; write http://, https:// or h2c:// (cleartext HTTP/2)", u.Scheme)
+		return
+	}
+	switch {
+	case u.Host == "" || u.Hostname() == "":
+		report("%q has no host; write it as http://127.0.0.1:9000", f.Upstream)
+	case u.User != nil:
+		report("%q carries a user name or password, which is not sent; remove it", f.Upstream)
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		report("%q has a path, query or fragment; requests keep their own path, so write %s://%s", f.Upstream, u.Scheme, u.Host)
+	case u.Port() != "" && !validPort(u.Port()):
+		report("port %q is not a number from 1 to 65535", u.Port())
+	}
+}
+
+// unwrapURLError drops url.Error's repetition of the URL.
+func unwrapURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// window checks that the window splits evenly into buckets of at least
+// minBucketWidth.
+func (c *checker) window() {
+	f := c.d.f
+	windowOK, bucketsOK := c.d.good(top("window")), c.d.good(top("buckets"))
+	if windowOK && f.Window <= 0 {
+		c.p.add(c.val(top("window")), "window: %v is not a positive duration; write window: 10s", f.Window)
+		windowOK = false
+	}
+	if bucketsOK && (f.Buckets < 1 || f.Buckets > maxBuckets) {
+		c.p.add(c.val(top("buckets")), "buckets: %d is not a count from 1 to %d; write buckets: 10", f.Buckets, maxBuckets)
+		bucketsOK = false
+	}
+	if !windowOK || !bucketsOK {
+		return
+	}
+	at := c.val(top("buckets"))
+	if !c.d.has(top("buckets")) {
+		at = c.val(top("window"))
+	}
+	if f.Window%time.Duration(f.Buckets) != 0 {
+		c.p.add(at, "window %v does not split evenly into %d buckets; choose buckets that divide it (such as 10 for 10s) or a window that is a multiple of %d", f.Window, f.Buckets, f.Buckets)
+		return
+	}
+	if w := f.Window / time.Duration(f.Buckets); w < minBucketWidth {
+		c.p.add(at, "window %v split into %d buckets gives buckets of %v; a bucket is at least %v: use a longer window or fewer buckets", f.Window, f.Buckets, w, minBucketWidth)
+	}
+}
+
+// settings checks the other top-level settings.
+func (c *checker) settings() {
+	f := c.d.f
+	if c.d.ok(top("drainTimeout")) && f.DrainTimeout < 0 {
+		c.p.add(c.val(top("drainTimeout")), "drainTimeout: %v is negative; write a grace period such as 25s, or 0 to exit without waiting", f.DrainTimeout)
+	}
+	if c.d.ok(top("pressureTestHeader")) && f.PressureTestHeader != "" && !isToken(f.PressureTestHeader) {
+		c.p.add(c.val(top("pressureTestHeader")), "pressureTestHeader: %q is not a header name; write one such as X-Pressure-Test", f.PressureTestHeader)
+	}
+	if c.d.ok(top("pressureTestHeader")) && f.PressureTestHeader == "" {
+		c.p.add(c.val(top("pressureTestHeader")), "pressureTestHeader is empty; remove it to turn pressure tests off, or name a header such as X-Pressure-Test")
+	}
+	if f.H2C && f.TLS.Enabled() && c.d.ok(top("h2c")) {
+		c.p.add(c.val(top("h2c")), "h2c: true has no effect with tls, which offers HTTP/2 itself; remove h2c")
+	}
+}
+
+// tls checks the inbound TLS setting: a certificate pair or ACME.
+func (c *checker) tls() {
+	t := c.d.f.TLS
+	if !c.d.has(top("tls")) {
+		return
+	}
+	certOK, keyOK := c.d.ok(top("tls.certFile")), c.d.ok(top("tls.keyFile"))
+	switch {
+	case certOK && t.CertFile == "":
+		c.p.add(c.val(top("tls.certFile")), "tls.certFile is empty; give the PEM certificate's path or remove it")
+	case keyOK && t.KeyFile == "":
+		c.p.add(c.val(top("tls.keyFile")), "tls.keyFile is empty; give the PEM private key's path or remove it")
+	case certOK && !c.d.has(top("tls.keyFile")):
+		c.p.add(c.key(top("tls.certFile")), "tls.certFile is set but tls.keyFile is not; add keyFile: with the private key's path")
+	case keyOK && !c.d.has(top("tls.certFile")):
+		c.p.add(c.key(top("tls.keyFile")), "tls.keyFile is set but tls.certFile is not; add certFile: with the certificate's path")
+	}
+	if t.ACME == nil || !c.d.good(top("tls.acme")) {
+		return
+	}
+	if c.d.has(top("tls.certFile")) || c.d.has(top("tls.keyFile")) {
+		c.p.add(c.key(top("tls.acme")), "tls: give either certFile and keyFile or acme, not both")
+	}
+	if len(t.ACME.Domains) == 0 {
+		c.p.add(c.key(top("tls.acme")), "tls.acme has no domains; list the names to obtain certificates for, such as domains: [shop.example]")
+	}
+	for i, name := range t.ACME.Domains {
+		at := c.val(top(fmt.Sprintf("tls.acme.domains[%d]", i)))
+		switch {
+		case strings.HasPrefix(name, "*."):
+			c.p.add(at, "tls.acme.domains: %q is a wildcard, which needs the DNS challenge that sds-proxy does not set up; list each name", name)
+		case net.ParseIP(name) == nil && !validHostname(name):
+			c.p.add(at, "tls.acme.domains: %q is not a host name such as shop.example", name)
+		}
+	}
+	if a := t.ACME; a.Email != "" && !strings.Contains(a.Email, "@") {
+		c.p.add(c.val(top("tls.acme.email")), "tls.acme.email: %q is not an email address", a.Email)
+	}
+	if a := t.ACME; a.CA != "" {
+		if u, err := url.Parse(a.CA); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			c.p.add(c.val(top("tls.acme.ca")), "tls.acme.ca: %q is not the URL of an ACME directory, such as https://acme-staging-v02.api.letsencrypt.org/directory", a.CA)
+		}
+	}
+}
+
+// isToken reports whether s is an RFC 9110 token: a method or a header name.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r >= 0x7f || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// isNameChar reports whether r may appear in a point name.
+func isNameChar(r rune) bool {
+	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-'
+}
+
+// isSpaceOrControl reports whether r is an ASCII space or control character.
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+// validHostname reports whether s is a DNS name: dot-separated labels of
+// letters, digits, '-' and '_', each 1-63 bytes, 253 at most in all.
+func validHostname(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validHostPort reports whether s is a host name or IP address with an
+// optional :port, as in a Host header.
+func validHostPort(s string) bool {
+	host := s
+	if h, port, err := net.SplitHostPort(s); err == nil {
+		if !validPort(port) {
+			return false
+		}
+		host = h
+	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		host = s[1 : len(s)-1]
+	}
+	return net.ParseIP(host) != nil || validHostname(host)
+}
+
+func validPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 1 && n <= 65535 && s[0] != '+'
+}

@@ -1,0 +1,206 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// points checks each point: its name, that a route names it, its
+// settings alone and together, and its fallback.
+func (c *checker) points() {
+	f := c.d.f
+	named := map[string]bool{}
+	allKnown := !c.d.bad[top("routes")] || len(f.Routes) > 0
+	for i, r := range f.Routes {
+		if c.d.bad[loc{route: i + 1}] || c.d.bad[loc{route: i + 1, field: "point"}] {
+			allKnown = false
+			continue
+		}
+		named[r.Point] = true
+	}
+	for i := range f.Points {
+		p := &f.Points[i]
+		switch {
+		case p.Name == "":
+			c.p.add(c.key(loc{point: p.Name}), "a point's name is empty; name it, such as orders.read:")
+		case len(p.Name) > maxNameLen || strings.ContainsFunc(p.Name, func(r rune) bool { return !isNameChar(r) }):
+			c.p.add(c.key(loc{point: p.Name}), "point name %q: use up to %d letters, digits, '.', '_' and '-' (the name appears in metric labels and the Sds-Degraded header)", p.Name, maxNameLen)
+		}
+		if allKnown && !named[p.Name] {
+			c.p.add(c.key(loc{point: p.Name}), "point %q is not named by any route, so it never sees a request; add a route with point: %s, or remove the point", p.Name, p.Name)
+		}
+		if c.d.bad[loc{point: p.Name}] {
+			continue
+		}
+		c.thresholds(p)
+		c.combinations(p)
+		c.fallback(p)
+	}
+}
+
+// pl is the location of a point's key.
+func pl(p *Point, field string) loc { return loc{point: p.Name, field: field} }
+
+// thresholds checks each setting of a point on its own.
+func (c *checker) thresholds(p *Point) {
+	degradeAll := func(field string) {
+		c.p.add(c.val(pl(p, field)), "%s: 0 would degrade every request; write a count such as 5, or -1 to turn it off (visitThreshold: 0 is the switch that degrades everything)", field)
+	}
+	if c.d.ok(pl(p, "timeoutThreshold")) && p.TimeoutThreshold == 0 {
+		c.p.add(c.val(pl(p, "timeoutThreshold")), "timeoutThreshold: 0 counts every call as a timeout; write a duration such as 250ms, or -1 to turn it off")
+	}
+	for field, v := range map[string]int64{
+		"timeoutCountThreshold": p.TimeoutCountThreshold,
+		"concurrentThreshold":   p.ConcurrentThreshold,
+		"exceptionThreshold":    p.ExceptionThreshold,
+	} {
+		if c.d.ok(pl(p, field)) && v == 0 {
+			degradeAll(field)
+		}
+	}
+	if l := pl(p, "exceptionRateThreshold"); c.d.ok(l) {
+		switch {
+		case p.ExceptionRateThreshold == 0:
+			degradeAll("exceptionRateThreshold")
+		case p.ExceptionRateThreshold > 100:
+			c.p.add(c.val(l), "exceptionRateThreshold: %d is not a percent from 1 to 100", p.ExceptionRateThreshold)
+		}
+	}
+	if l := pl(p, "tokenBucketGeneratedTokensInSecond"); c.d.ok(l) && p.TokenBucketGeneratedTokensInSecond == 0 {
+		c.p.add(c.val(l), "tokenBucketGeneratedTokensInSecond: 0 never refills the bucket; write a rate such as 100, or -1 to turn it off")
+	}
+	if l := pl(p, "tokenBucketSize"); c.d.ok(l) && p.TokenBucketSize == 0 {
+		c.p.add(c.val(l), "tokenBucketSize: 0 holds no token; write a capacity of at least tokenBucketGeneratedTokensInSecond, or remove it")
+	}
+	if l := pl(p, "downgradeRate"); c.d.ok(l) && (p.DowngradeRate < 0 || p.DowngradeRate > 100) {
+		c.p.add(c.val(l), "downgradeRate: %d is not a percent from 0 to 100 (100 degrades every tripped request, 0 none)", p.DowngradeRate)
+	}
+	for field, v := range map[string]time.Duration{
+		"delayTime":       p.DelayTime,
+		"retryInterval":   p.RetryInterval,
+		"upstreamTimeout": p.UpstreamTimeout,
+	} {
+		if c.d.ok(pl(p, field)) && v < 0 && v != -time.Millisecond {
+			c.p.add(c.val(pl(p, field)), "%s: %v is negative; write a duration such as 2s, or -1 (or remove it) to turn it off", field, v)
+		}
+	}
+}
+
+// combinations checks the settings of a point that only work together
+// (SPEC §3: settings that would silently do nothing are errors).
+func (c *checker) combinations(p *Point) {
+	// on reports whether a setting is present, well typed and above floor.
+	// off reports whether it is absent, or well typed and at most floor.
+	on := func(field string, v, floor int64) bool { return c.d.ok(pl(p, field)) && v > floor }
+	off := func(field string, v, floor int64) bool {
+		return !c.d.has(pl(p, field)) || c.d.ok(pl(p, field)) && v <= floor
+	}
+	timeout, count := int64(p.TimeoutThreshold), p.TimeoutCountThreshold
+	delay, retry := int64(p.DelayTime), int64(p.RetryInterval)
+
+	if on("timeoutCountThreshold", count, 0) && off("timeoutThreshold", timeout, -1) {
+		c.p.add(c.key(pl(p, "timeoutCountThreshold")), "timeoutCountThreshold is set but timeoutThreshold is not: no call is ever counted as a timeout; add timeoutThreshold: 250ms or remove timeoutCountThreshold")
+	}
+	if on("timeoutThreshold", timeout, 0) && off("timeoutCountThreshold", count, -1) {
+		c.p.add(c.key(pl(p, "timeoutThreshold")), "timeoutThreshold is set but timeoutCountThreshold is not: timeouts are counted but never degrade; add timeoutCountThreshold: 5 or remove timeoutThreshold")
+	}
+	if on("retryInterval", retry, 0) && off("delayTime", delay, 0) {
+		c.p.add(c.key(pl(p, "retryInterval")), "retryInterval is set but delayTime is not: there is no delay to probe; add delayTime: 30s or remove retryInterval")
+	}
+	if on("retryInterval", retry, 0) && on("delayTime", delay, 0) && retry >= delay {
+		c.p.add(c.val(pl(p, "retryInterval")), "retryInterval %v is not shorter than delayTime %v: the delay ends before the first probe; make it shorter, such as 2s", p.RetryInterval, p.DelayTime)
+	}
+	upstream := int64(p.UpstreamTimeout)
+	if on("upstreamTimeout", upstream, 0) && on("timeoutThreshold", timeout, 0) && upstream < timeout {
+		c.p.add(c.val(pl(p, "upstreamTimeout")), "upstreamTimeout %v is shorter than timeoutThreshold %v: every call is cut before it can count as a timeout, so the timeout strategy never trips; make upstreamTimeout at least %v", p.UpstreamTimeout, p.TimeoutThreshold, p.TimeoutThreshold)
+	}
+	if on("exceptionRateStart", p.ExceptionRateStart, -1) && off("exceptionRateThreshold", p.ExceptionRateThreshold, -1) {
+		c.p.add(c.key(pl(p, "exceptionRateStart")), "exceptionRateStart is set but exceptionRateThreshold is not: the rate is never judged; add exceptionRateThreshold: 50 or remove exceptionRateStart")
+	}
+	size, rate := p.TokenBucketSize, p.TokenBucketGeneratedTokensInSecond
+	if on("tokenBucketSize", size, 0) && off("tokenBucketGeneratedTokensInSecond", rate, -1) {
+		c.p.add(c.key(pl(p, "tokenBucketSize")), "tokenBucketSize is set but tokenBucketGeneratedTokensInSecond is not: there is no bucket; add tokenBucketGeneratedTokensInSecond: 100 or remove tokenBucketSize")
+	}
+	if on("tokenBucketSize", size, 0) && on("tokenBucketGeneratedTokensInSecond", rate, 0) && size < rate {
+		c.p.add(c.val(pl(p, "tokenBucketSize")), "tokenBucketSize %d is below tokenBucketGeneratedTokensInSecond %d: the bucket holds max(size, rate) = %d tokens, so the size has no effect; raise it to at least %d or remove it", size, rate, rate, rate)
+	}
+	if l := pl(p, "pressureTestDowngrade"); c.d.ok(l) && p.PressureTestDowngrade && c.d.f.PressureTestHeader == "" {
+		c.p.add(c.key(l), "pressureTestDowngrade is true but pressureTestHeader is not set at the top level, so no request is pressure-test traffic; add pressureTestHeader: X-Pressure-Test")
+	}
+	strategy, known := c.strategy(p)
+	if !known {
+		return
+	}
+	if !strategy && on("delayTime", delay, 0) {
+		c.p.add(c.key(pl(p, "delayTime")), "delayTime is set but no strategy is: nothing trips, so the delay never starts; add a threshold or remove delayTime")
+	}
+	if l := pl(p, "fallback"); c.d.has(l) && !strategy && !p.PressureTestDowngrade && !p.FallbackOnError && c.d.good(pl(p, "pressureTestDowngrade"), pl(p, "fallbackOnError")) {
+		c.p.add(c.key(l), "the fallback is never served: point %q has no strategy, no pressureTestDowngrade and no fallbackOnError; add a threshold or remove fallback", p.Name)
+	}
+}
+
+// strategy reports whether a point has a strategy on; known is false when
+// a threshold's value was of the wrong type. A threshold given a value
+// that is wrong but not off (0 for a count) counts as on: it is reported
+// on its own.
+func (c *checker) strategy(p *Point) (on, known bool) {
+	fields := map[string]int64{
+		"visitThreshold":                     p.VisitThreshold,
+		"tokenBucketGeneratedTokensInSecond": p.TokenBucketGeneratedTokensInSecond,
+		"concurrentThreshold":                p.ConcurrentThreshold,
+		"exceptionThreshold":                 p.ExceptionThreshold,
+		"exceptionRateThreshold":             p.ExceptionRateThreshold,
+		"timeoutThreshold":                   int64(p.TimeoutThreshold),
+		"timeoutCountThreshold":              p.TimeoutCountThreshold,
+	}
+	set := map[string]bool{}
+	for field, v := range fields {
+		if c.d.bad[pl(p, field)] {
+			return false, false
+		}
+		set[field] = c.d.has(pl(p, field)) && v >= 0
+	}
+	on = set["visitThreshold"] || set["tokenBucketGeneratedTokensInSecond"] || set["concurrentThreshold"] ||
+		set["exceptionThreshold"] || set["exceptionRateThreshold"] || set["timeoutThreshold"] && set["timeoutCountThreshold"]
+	return on, true
+}
+
+// fallback checks a point's fallback response.
+func (c *checker) fallback(p *Point) {
+	fb := p.Fallback
+	if l := pl(p, "fallback.status"); c.d.ok(l) {
+		switch {
+		case fb.Status < 200 || fb.Status > 599:
+			c.p.add(c.val(l), "fallback.status: %d is not a status a response can end with; write one from 200 to 599, such as 503 (1xx are informational)", fb.Status)
+		case (fb.Status == http.StatusNoContent || fb.Status == http.StatusNotModified) && len(fb.Body) > 0:
+			c.p.add(c.val(l), "fallback.status: a %d response has no body, so the body would be dropped; remove body or use another status", fb.Status)
+		}
+	}
+	if c.d.has(pl(p, "fallback.body")) && c.d.has(pl(p, "fallback.bodyFile")) {
+		c.p.add(c.key(pl(p, "fallback.bodyFile")), "fallback: give body or bodyFile, not both")
+	}
+	first := map[string]pos{}
+	for i, h := range fb.Headers {
+		l := pl(p, fmt.Sprintf("fallback.headers[%d]", i))
+		name, value := h[0], h[1]
+		canon := http.CanonicalHeaderKey(name)
+		switch {
+		case !isToken(name):
+			c.p.add(c.key(l), "fallback.headers: %q is not a header name; write one such as Content-Type", name)
+			continue
+		case canon == "Content-Length" || canon == "Transfer-Encoding":
+			c.p.add(c.key(l), "fallback.headers: %s is set by the proxy from the body; remove it", name)
+			continue
+		case strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }):
+			c.p.add(c.val(l), "fallback.headers: the value of %s contains a control character (a line break?); write it on one line", name)
+		}
+		at := c.key(l)
+		if prev, ok := first[canon]; ok && prev != at {
+			c.p.add(at, "fallback.headers: %s is given twice (first at line %d), as header names ignore case; give one name a list of values", name, prev.line)
+			continue
+		}
+		first[canon] = at
+	}
+}

@@ -1,0 +1,161 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// pointNames tells which point names a route may give, for messages.
+func (c *checker) pointNames() string {
+	names := make([]string, 0, len(c.d.f.Points))
+	for _, p := range c.d.f.Points {
+		if p.Name != "" {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "define a point under points: first"
+	}
+	return "name one of: " + strings.Join(names, ", ")
+}
+
+// routes checks each route: its point, its match, and that no route above
+// it matches all its requests.
+func (c *checker) routes() {
+	f := c.d.f
+	complete := c.completeRoutes()
+	for i, r := range f.Routes {
+		n := i + 1
+		rl := func(field string) loc { return loc{route: n, field: field} }
+		if c.d.bad[rl("")] {
+			continue
+		}
+		if !c.d.has(rl("match")) {
+			c.p.add(c.key(rl("")), "route %d has no match; write match: {} to match every request", n)
+		}
+		switch {
+		case !c.d.has(rl("point")):
+			c.p.add(c.key(rl("")), "route %d has no point; add point: and %s", n, c.pointNames())
+		case !c.d.ok(rl("point")):
+		case r.Point == "":
+			c.p.add(c.val(rl("point")), "route %d: point is empty; %s", n, c.pointNames())
+		case f.Point(r.Point) == nil:
+			known := make([]string, 0, len(f.Points))
+			for _, p := range f.Points {
+				known = append(known, p.Name)
+			}
+			hint := ""
+			if s := suggest(r.Point, known); strings.HasPrefix(s, "; did") {
+				hint = s
+			}
+			c.p.add(c.val(rl("point")), "route %d: point %q is not defined under points:%s", n, r.Point, hint)
+		}
+		c.match(n, r)
+		for j := range i {
+			if complete[j] && complete[i] && covers(f.Routes[j], r) {
+				c.p.add(c.key(rl("")), "route %d can never match: route %d (line %d) matches every request it would; move it above route %d or remove it", n, j+1, c.key(loc{route: j + 1}).line, j+1)
+				break
+			}
+		}
+	}
+}
+
+// completeRoutes reports for each route whether it decoded completely,
+// match included, so that it can be compared with the others.
+func (c *checker) completeRoutes() []bool {
+	complete := make([]bool, len(c.d.f.Routes))
+	for i := range complete {
+		complete[i] = c.d.has(loc{route: i + 1, field: "match"})
+	}
+	for l, bad := range c.d.bad {
+		if bad && l.route > 0 {
+			complete[l.route-1] = false
+		}
+	}
+	return complete
+}
+
+// match checks the match of route n.
+func (c *checker) match(n int, r Route) {
+	rl := func(field string) loc { return loc{route: n, field: field} }
+	if c.d.ok(rl("match.methods")) && len(r.Methods) == 0 {
+		c.p.add(c.val(rl("match.methods")), "route %d: methods is empty, which would match any method; list methods such as [GET] or remove it", n)
+	}
+	if len(r.Methods) > maxMethods {
+		c.p.add(c.val(rl("match.methods")), "route %d lists %d methods; list at most %d, or remove methods to match any", n, len(r.Methods), maxMethods)
+		return
+	}
+	for i, m := range r.Methods {
+		at := c.val(rl(fmt.Sprintf("match.methods[%d]", i)))
+		switch {
+		case !isToken(m):
+			c.p.add(at, "route %d: %q is not an HTTP method; write one such as GET or POST", n, m)
+		case m != strings.ToUpper(m):
+			c.p.add(at, "route %d: method %q is not upper case, and methods are case-sensitive; write %s", n, m, strings.ToUpper(m))
+		case slices.Index(r.Methods, m) < i:
+			c.p.add(at, "route %d: method %s is listed twice; remove one", n, m)
+		}
+	}
+	if c.d.ok(rl("match.path")) && c.d.ok(rl("match.pathPrefix")) {
+		c.p.add(c.key(rl("match.pathPrefix")), "route %d: give path (exact) or pathPrefix, not both", n)
+	}
+	for _, field := range []string{"path", "pathPrefix"} {
+		l := rl("match." + field)
+		if !c.d.ok(l) {
+			continue
+		}
+		v := r.Path
+		if field == "pathPrefix" {
+			v = r.PathPrefix
+		}
+		switch {
+		case !strings.HasPrefix(v, "/"):
+			c.p.add(c.val(l), "route %d: %s %q does not start with /; write /%s", n, field, v, v)
+		case strings.ContainsAny(v, "?#"):
+			c.p.add(c.val(l), "route %d: %s %q contains ? or #, but a path never does (the query is not matched); remove it", n, field, v)
+		case strings.ContainsFunc(v, isSpaceOrControl):
+			c.p.add(c.val(l), "route %d: %s %q contains a space or control character; write it percent-encoded, as clients send it", n, field, v)
+		}
+	}
+	if l := rl("match.host"); c.d.ok(l) {
+		switch {
+		case r.Host == "":
+			c.p.add(c.val(l), "route %d: host is empty; remove it to match any host", n)
+		case !validHostPort(r.Host):
+			c.p.add(c.val(l), "route %d: host %q is not a host name (with an optional :port) such as shop.example; leave out scheme and path", n, r.Host)
+		}
+	}
+}
+
+// covers reports whether route a matches every request that route b
+// matches, so that b, listed after a, can never match. It judges prefixes
+// on a "/" boundary, which holds whether the router matches prefixes by
+// string or by path segment.
+func covers(a, b Route) bool {
+	if a.Host != "" && !strings.EqualFold(a.Host, b.Host) {
+		return false
+	}
+	if len(a.Methods) > 0 {
+		if len(b.Methods) == 0 {
+			return false
+		}
+		for _, m := range b.Methods {
+			if !slices.Contains(a.Methods, m) {
+				return false
+			}
+		}
+	}
+	switch {
+	case a.Path != "":
+		return b.Path == a.Path
+	case a.PathPrefix != "":
+		p := b.Path + b.PathPrefix
+		if p == "" {
+			return false
+		}
+		return p == a.PathPrefix || strings.HasPrefix(p, a.PathPrefix) &&
+			(strings.HasSuffix(a.PathPrefix, "/") || p[len(a.PathPrefix)] == '/')
+	}
+	return true
+}

@@ -1,0 +1,307 @@
+package config
+
+// The helpers that walk yaml.v3 nodes for decode: mappings with strict
+// keys, lists, and scalars of one type each, every problem at its position.
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// resolve follows aliases and spends one unit of the node budget.
+func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	d.budget--
+	return n
+}
+
+// exhausted reports, once, that the node budget ran out.
+func (d *decoder) exhausted(at *yaml.Node) bool {
+	if d.budget > 0 {
+		return false
+	}
+	if d.budget > -1<<30 {
+		d.p.add(pos{at.Line, at.Column}, "the file expands, aliases followed, to more than %d YAML nodes", maxNodes)
+		d.budget = -1 << 30
+	}
+	return true
+}
+
+// entries calls each for every key of the mapping n in order, after
+// checking that keys are unique scalars. A null n is an empty mapping.
+func (d *decoder) entries(n *yaml.Node, what, want string, each func(key string, k, v *yaml.Node)) {
+	m := d.resolve(n)
+	if m.ShortTag() == "!!null" {
+		return
+	}
+	if m.Kind != yaml.MappingNode {
+		d.p.add(pos{n.Line, n.Column}, "%s: want %s, got %s", what, want, describe(m))
+		return
+	}
+	first := map[string]pos{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if d.exhausted(n) {
+			return
+		}
+		k, v := d.resolve(m.Content[i]), m.Content[i+1]
+		at := pos{m.Content[i].Line, m.Content[i].Column}
+		if k.Kind != yaml.ScalarNode || k.ShortTag() == "!!null" {
+			d.p.add(at, "%s: a key must be a name, got %s", what, describe(k))
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			d.p.add(at, "%s: merge keys (<<) are not supported; write the keys out", what)
+			continue
+		}
+		if prev, dup := first[k.Value]; dup {
+			d.p.add(at, "%s: duplicate key %q (first at line %d); keep one", what, k.Value, prev.line)
+			continue
+		}
+		first[k.Value] = at
+		each(k.Value, m.Content[i], v)
+	}
+}
+
+// fields decodes the mapping n whose keys must be among known, recording
+// each key's position under base (base.field is the prefix of the key).
+func (d *decoder) fields(n *yaml.Node, scope string, base loc, known []string, set map[string]setter) {
+	what := strings.TrimPrefix(strings.TrimPrefix(scope, "in "), "at ")
+	if base.field != "" {
+		what = strings.TrimSuffix(base.field, ".")
+	}
+	d.entries(n, what, "a mapping", func(key string, k, v *yaml.Node) {
+		s, ok := set[key]
+		if !ok {
+			d.p.add(pos{k.Line, k.Column}, "unknown key %q %s%s", key, scope, suggest(key, known))
+			return
+		}
+		l := base
+		l.field += key
+		d.out.at[l] = span{key: pos{k.Line, k.Column}, val: pos{v.Line, v.Column}}
+		before := len(d.p.errs)
+		s(key, v)
+		if len(d.p.errs) > before {
+			d.out.bad[l] = true
+		}
+	})
+}
+
+// sequence returns the items of the list n; null is an empty list.
+func (d *decoder) sequence(n *yaml.Node, what, want string) ([]*yaml.Node, bool) {
+	s := d.resolve(n)
+	if s.ShortTag() == "!!null" {
+		return nil, true
+	}
+	if s.Kind != yaml.SequenceNode {
+		d.p.add(pos{n.Line, n.Column}, "%s: want %s, got %s", what, want, describe(s))
+		return nil, false
+	}
+	return d.items(s), true
+}
+
+// items returns the items of the list s, within the node budget.
+func (d *decoder) items(s *yaml.Node) []*yaml.Node {
+	if d.budget < len(s.Content) {
+		d.budget = 0
+		d.exhausted(s)
+		return nil
+	}
+	d.budget -= len(s.Content)
+	return s.Content
+}
+
+// scalar resolves v and checks it is a scalar of the given tag.
+func (d *decoder) scalar(key string, v *yaml.Node, tag, want string) (*yaml.Node, bool) {
+	s := d.resolve(v)
+	if s.Kind != yaml.ScalarNode || s.ShortTag() != tag {
+		hint := ""
+		if tag == "!!str" && s.Kind == yaml.ScalarNode && s.ShortTag() != "!!null" {
+			hint = fmt.Sprintf("; quote it: %s: %q", key, s.Value)
+		}
+		d.p.add(pos{v.Line, v.Column}, "%s: want %s, got %s%s", key, want, describe(s), hint)
+		return nil, false
+	}
+	return s, true
+}
+
+func (d *decoder) str(dst *string) setter {
+	return func(key string, v *yaml.Node) {
+		if s, ok := d.scalar(key, v, "!!str", "a string"); ok {
+			*dst = s.Value
+		}
+	}
+}
+
+func (d *decoder) boolean(dst *bool) setter {
+	return func(key string, v *yaml.Node) {
+		if s, ok := d.scalar(key, v, "!!bool", "true or false"); ok {
+			*dst = strings.EqualFold(s.Value, "true")
+		}
+	}
+}
+
+// integer decodes a YAML integer into dst.
+func integer[T int | int64](d *decoder, dst *T) setter {
+	return func(key string, v *yaml.Node) {
+		s, ok := d.scalar(key, v, "!!int", "an integer")
+		if !ok {
+			return
+		}
+		var n int64
+		if err := s.Decode(&n); err != nil || int64(T(n)) != n {
+			d.p.add(pos{v.Line, v.Column}, "%s: %s is out of range", key, s.Value)
+			return
+		}
+		*dst = T(n)
+	}
+}
+
+// duration decodes a Go duration string ("250ms", "1m30s") or an integer
+// of milliseconds (250) into dst.
+func (d *decoder) duration(dst *time.Duration) setter {
+	return func(key string, v *yaml.Node) {
+		s := d.resolve(v)
+		want := fmt.Sprintf("%s: want a duration such as 250ms or an integer of milliseconds", key)
+		switch {
+		case s.Kind == yaml.ScalarNode && s.ShortTag() == "!!int":
+			var ms int64
+			if err := s.Decode(&ms); err != nil || ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+				d.p.add(pos{v.Line, v.Column}, "%s: %s milliseconds is out of range", key, s.Value)
+				return
+			}
+			*dst = time.Duration(ms) * time.Millisecond
+		case s.Kind == yaml.ScalarNode && s.ShortTag() == "!!str":
+			dur, err := time.ParseDuration(s.Value)
+			if err != nil {
+				d.p.add(pos{v.Line, v.Column}, "%s, got %q (units: ms, s, m, h)", want, s.Value)
+				return
+			}
+			*dst = dur
+		default:
+			d.p.add(pos{v.Line, v.Column}, "%s, got %s", want, describe(s))
+		}
+	}
+}
+
+// strings decodes a list of strings, recording each item's position as
+// base.field[i].
+func (d *decoder) strings(base loc, dst *[]string) setter {
+	return func(key string, v *yaml.Node) {
+		items, ok := d.sequence(v, key, "a list such as [a, b]")
+		if !ok {
+			return
+		}
+		out := make([]string, 0, len(items))
+		for _, item := range items {
+			if s, ok := d.scalar(key, item, "!!str", "a string"); ok {
+				l := base
+				l.field = fmt.Sprintf("%s[%d]", base.field, len(out))
+				d.out.at[l] = span{key: pos{item.Line, item.Column}, val: pos{item.Line, item.Column}}
+				out = append(out, s.Value)
+			}
+		}
+		*dst = out
+	}
+}
+
+// mode decodes enforce or shadow.
+func (d *decoder) mode(shadow *bool) setter {
+	return func(key string, v *yaml.Node) {
+		s, ok := d.scalar(key, v, "!!str", "enforce or shadow")
+		if !ok {
+			return
+		}
+		switch s.Value {
+		case "enforce":
+			*shadow = false
+		case "shadow":
+			*shadow = true
+		default:
+			d.p.add(pos{v.Line, v.Column}, "mode: want enforce or shadow, got %q", s.Value)
+		}
+	}
+}
+
+// describe names a node's kind and value for a message.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+	default:
+		return "an alias"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:37] + "..."
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "no value"
+	case "!!str":
+		return fmt.Sprintf("the string %q", v)
+	case "!!int":
+		return "the integer " + v
+	case "!!float":
+		return "the number " + v
+	case "!!bool":
+		return "the boolean " + v
+	}
+	return fmt.Sprintf("%s %q", n.ShortTag(), v)
+}
+
+// suggest returns "; did you mean X?" for the known key nearest to key, or
+// the list of known keys when none is near. It compares up to 100 keys of
+// up to 32 bytes, to keep its cost small.
+func suggest(key string, known []string) string {
+	if len(known) > 100 || len(key) > 32 {
+		return ""
+	}
+	best, bestDist := "", 3
+	for _, k := range known {
+		if strings.EqualFold(k, key) {
+			return fmt.Sprintf("; did you mean %q?", k)
+		}
+		if dist := editDistance(strings.ToLower(key), strings.ToLower(k)); dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
+	}
+	sorted := slices.Sorted(slices.Values(known))
+	return "; known keys: " + strings.Join(sorted, ", ")
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	if len(a) > 32 || len(b) > 32 {
+		return 32
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
