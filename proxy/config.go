@@ -72,7 +72,9 @@ func NewPoint(lim *limiter.Point, opts PointOptions) *Point {
 func buildErrorFallback(name string, f Fallback) fallbackResponse {
 	r := buildFallback(name, f, limiter.Settings{}, limiter.Exception, false)
 	r.header.Set("Sds-Degraded", "upstream_error; point="+name)
-	r.header.Del("Retry-After")
+	if f.Header.Get("Retry-After") == "" {
+		r.header.Del("Retry-After")
+	}
 	if f.Status == 0 {
 		r.status = 503
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -73,6 +74,7 @@ func New(cfg *Config, opts Options) *Handler {
 		Transport:      roundTripperFunc(h.roundTrip),
 		ModifyResponse: h.modifyResponse,
 		ErrorHandler:   h.errorHandler,
+		BufferPool:     &bufferPool{},
 		// ReverseProxy logs a line per failed body copy; the outcome is
 		// already counted, so those lines go to debug, not to every reader.
 		ErrorLog: newDebugLog(opts.Logger.Named("reverseproxy")),
@@ -118,6 +120,8 @@ type call struct {
 	exited  bool      // exit has run (a stream exits at its headers)
 	status  int       // status answered to the client (access log)
 	started time.Time // when the upstream call began
+	// deadline cuts the call at the point's UpstreamTimeout; nil without one.
+	deadline *time.Timer
 
 	// bodyFailed: the client's request body failed to read. Atomic: the
 	// transport reads the body on its own goroutine, which can outlive the
@@ -164,9 +168,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	p := c.point
 	ctx := context.WithValue(r.Context(), callKey{}, c)
 	if p.UpstreamTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, p.UpstreamTimeout, errUpstreamTimeout)
-		defer cancel()
+		// A timer rather than a context deadline, so that a stream can
+		// stop it at its response headers, where its call ends.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		c.deadline = time.AfterFunc(p.UpstreamTimeout, func() { cancel(errUpstreamTimeout) })
+		defer c.deadline.Stop()
 	}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = &clientBody{ReadCloser: r.Body, c: c}
@@ -253,6 +261,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		c.status = resp.StatusCode
 	}
 	if isStream(resp) {
+		if c.deadline != nil {
+			c.deadline.Stop()
+		}
 		h.exit(c)
 	}
 	return nil
@@ -279,7 +290,10 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		c.outcome = limiter.Canceled
 		status = http.StatusBadRequest
 	case r.Context().Err() != nil:
+		// The client went away (or half-closed its side): nobody may read
+		// the 502, but an implicit empty 200 would be a lie.
 		c.outcome, c.status = limiter.Canceled, StatusClientClosedRequest
+		w.WriteHeader(http.StatusBadGateway)
 		return
 	default:
 		status = http.StatusBadGateway
@@ -402,6 +416,28 @@ func newDebugLog(log *zap.Logger) *stdlog.Logger {
 		return zap.NewStdLog(log)
 	}
 	return l
+}
+
+// copyBufferSize is the size of ReverseProxy's response copy buffers (its
+// own default).
+const copyBufferSize = 32 << 10
+
+// bufferPool recycles ReverseProxy's response copy buffers, which it would
+// otherwise allocate, 32 KiB each, for every response. Buffers are kept as
+// array pointers so that Put does not allocate. Safe for concurrent use.
+type bufferPool struct{ pool sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.pool.Get().(*[copyBufferSize]byte); ok {
+		return buf[:]
+	}
+	return make([]byte, copyBufferSize)
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) >= copyBufferSize {
+		b.pool.Put((*[copyBufferSize]byte)(buf))
+	}
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
