@@ -6,8 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
 	"github.com/caddyserver/certmagic"
+	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/config"
@@ -18,6 +21,10 @@ import (
 // offered; OCSP stapling is off (it would reach the network for our own
 // certificates); a client that sends no SNI (a probe dialling the pod IP)
 // gets the default certificate instead of an internal error.
+//
+// A certificate pair from files is reloaded when the files change (watched
+// through their directories, as a mounted Secret is updated by a symlink
+// swap); a pair that fails to load is logged and the old one keeps serving.
 func newTLSConfig(ctx context.Context, t config.TLS, log *zap.Logger) (*tls.Config, error) {
 	var magic *certmagic.Config
 	cache := certmagic.NewCache(certmagic.CacheOptions{
@@ -37,7 +44,11 @@ func newTLSConfig(ctx context.Context, t config.TLS, log *zap.Logger) (*tls.Conf
 		}
 		template.DefaultServerName = name
 		magic = certmagic.New(cache, template)
-		if _, err := magic.CacheUnmanagedCertificatePEMFile(ctx, t.CertFile, t.KeyFile, nil); err != nil {
+		pair := &certPair{magic: magic, cache: cache, certFile: t.CertFile, keyFile: t.KeyFile, log: log.Named("tls")}
+		if err := pair.load(ctx); err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		if err := pair.watch(ctx); err != nil {
 			return nil, fmt.Errorf("tls: %w", err)
 		}
 	case t.ACME != nil:
@@ -84,4 +95,68 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// certPair is a certificate and key from files, cached in certmagic and
+// replaced when the files change.
+type certPair struct {
+	magic             *certmagic.Config
+	cache             *certmagic.Cache
+	certFile, keyFile string
+	log               *zap.Logger
+	hash              string // certmagic's hash of the certificate in the cache
+}
+
+// load caches the files' certificate, then removes the one it replaces.
+// (Caching first and removing after avoids certmagic's replace-in-place
+// call, which deadlocks when the name is already cached.)
+func (c *certPair) load(ctx context.Context) error {
+	hash, err := c.magic.CacheUnmanagedCertificatePEMFile(ctx, c.certFile, c.keyFile, nil)
+	if err != nil {
+		return err
+	}
+	if c.hash != "" && c.hash != hash {
+		c.cache.Remove([]string{c.hash})
+		c.log.Info("certificate reloaded", zap.String("cert_file", c.certFile))
+	}
+	c.hash = hash
+	return nil
+}
+
+// certDebounce lets a writer finish both files before they are read.
+const certDebounce = 250 * time.Millisecond
+
+// watch reloads the pair after any change in the files' directories, until
+// ctx is done.
+func (c *certPair) watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	for _, dir := range []string{filepath.Dir(c.certFile), filepath.Dir(c.keyFile)} {
+		if err := w.Add(dir); err != nil {
+			w.Close()
+			return fmt.Errorf("watching %s: %w", dir, err)
+		}
+	}
+	go func() {
+		defer w.Close()
+		debounce := time.NewTimer(time.Hour)
+		debounce.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.Events:
+				debounce.Reset(certDebounce)
+			case err := <-w.Errors:
+				c.log.Warn("watching the certificate files", zap.Error(err))
+			case <-debounce.C:
+				if err := c.load(ctx); err != nil {
+					c.log.Error("certificate reload failed; the previous certificate keeps serving", zap.Error(err))
+				}
+			}
+		}
+	}()
+	return nil
 }
