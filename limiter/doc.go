@@ -18,9 +18,16 @@
 //
 // A count leaves the window once its bucket started W or more ago.
 //
-// The counters are sharded: each of N shards has its own ring of buckets and
-// its own cache line of running totals; a write goes to one shard chosen at
-// random, a read sums the shards' totals.
+// The hot counters (visits, degraded, and calls in flight while the
+// concurrent strategy is off) are sharded: each of N shards has its own
+// ring of buckets and running totals on lines of their own, and each P
+// (roughly: each core) writes the same shard, so that a core's writes stay
+// in its cache. Exceptions and timeouts, written only on failures, are kept
+// in one ring whose totals every request reads from one read-mostly line.
+// The visit strategy is judged from an upper bound on the same line, and
+// sums the shards only near its threshold; so in the healthy steady state an
+// Enter reads no line another core writes. The verdicts are exactly those
+// of summing every count at every request. See window for the details.
 //
 // Use: Enter before calling the service, with a Call kept by the caller;
 // if the Verdict allows it, call the service and defer Call.Exit. A timer may

@@ -15,7 +15,6 @@ type Point struct {
 	name string
 	s    Settings // with defaults applied
 
-	windowed      bool  // some strategy reads the window counts
 	tokenInterval int64 // nanoseconds per token; 0: token bucket off
 	tokenCapacity int64 // max(TokenBucketSize, TokensPerSecond)
 
@@ -23,13 +22,16 @@ type Point struct {
 }
 
 // pointState is what survives a Reconfigure with the same window shape.
+//
+// Calls in flight are counted where their Call took its slot: in
+// pointState.inflight while the concurrent strategy is on (it needs one
+// exact count to add to and compare), else in the shard the request was
+// recorded in, so that a core only writes its own lines. Each Call
+// remembers its counter, so a Reconfigure that switches the strategy on or
+// off frees every slot where it was taken; the concurrent strategy counts
+// both kinds.
 type pointState struct {
 	win *window
-
-	inflight atomic.Int64 // calls forwarded and not yet exited
-	_        [120]byte
-	tat      atomic.Int64 // token bucket: theoretical arrival time, Unix ns (GCRA)
-	_        [120]byte
 
 	tripped atomic.Bool   // the strategies failed at the last judged request
 	inDelay atomic.Bool   // mirrors delay.active for a lock-free check
@@ -38,6 +40,14 @@ type pointState struct {
 	mu    sync.Mutex // guards delay and last
 	delay delayState
 	last  Trip
+
+	// The two values a request writes when the token bucket or the
+	// concurrent strategy is on, together on lines of their own: a core
+	// that takes both pulls in one line, not two.
+	_        [64]byte
+	inflight atomic.Int64 // calls that took their slot while the concurrent strategy was on
+	tat      atomic.Int64 // token bucket: theoretical arrival time, Unix ns (GCRA)
+	_        [112]byte
 }
 
 type delayState struct {
@@ -77,11 +87,17 @@ func (v Verdict) Degraded() bool { return !v.Allowed }
 
 // Trip records the last time a point's strategies failed.
 type Trip struct {
-	Strategy         Strategy
-	At               time.Time
+	Strategy Strategy
+	At       time.Time
+	// Count and Threshold are the Verdict's: the figure that failed
+	// against its threshold.
 	Count, Threshold int64
-	Counts           Counts // the window at that moment, the tripped request included
-	InFlight         int64
+	// Counts is the window at that moment, the tripped request included
+	// in Visits (not yet in Degraded).
+	Counts Counts
+	// InFlight is the calls in flight at that moment, the tripped request
+	// not included.
+	InFlight int64
 }
 
 // NewPoint returns a point with the given settings (see Settings for the
@@ -102,9 +118,6 @@ func newPoint(name string, s Settings) (*Point, error) {
 		return nil, err
 	}
 	p := &Point{name: name, s: s}
-	p.windowed = s.VisitThreshold >= 0 ||
-		(s.TimeoutThreshold > 0 && s.TimeoutCountThreshold >= 0) ||
-		s.ExceptionThreshold >= 0 || s.ExceptionRateThreshold >= 0
 	if s.TokensPerSecond > 0 {
 		p.tokenInterval = int64(time.Second) / s.TokensPerSecond
 		p.tokenCapacity = max(s.TokenBucketSize, s.TokensPerSecond)
@@ -113,9 +126,7 @@ func newPoint(name string, s Settings) (*Point, error) {
 }
 
 func newState(s Settings) *pointState {
-	st := &pointState{win: newWindow(s)}
-	st.tripped.Store(false)
-	return st
+	return &pointState{win: newWindow(s)}
 }
 
 // Reconfigure returns a point named like p with settings s. When the window
@@ -155,118 +166,172 @@ func (p *Point) TimeoutThreshold() time.Duration {
 // marks pressure-test traffic. When the Verdict allows the request, c is
 // filled and the caller must call c.Exit once the call ends; otherwise c is
 // left empty and its Exit does nothing. Enter does not allocate.
+//
+// Concurrent Enters are judged against the counts each one sees; requests
+// racing at the threshold may see each other's counts or not, as with any
+// lock-free limiter, but every request is counted exactly once.
 func (p *Point) Enter(c *Call, now time.Time, pressureTest bool) Verdict {
 	c.reset()
 	st := p.st
+	cur := st.win.bucket(now)
 	if pressureTest && p.s.PressureTestDowngrade {
-		return p.trip(c, now, Verdict{Strategy: PressureTest}, false, false, true)
+		return p.finish(c, now, cur, judgement{v: Verdict{Strategy: PressureTest}}, true)
 	}
 	var ev Events
 	if st.inDelay.Load() {
-		v, ok := p.enterDelay(c, now)
+		v, ok := p.enterDelay(c, now, cur)
 		if ok {
 			return v
 		}
 		ev = v.Events
 	}
 
-	var counts Counts
-	if p.windowed {
-		counts = st.win.sum(now)
-	}
-	visits := counts.Visits + 1 // this request included
-	passed := visits - counts.Degraded
-	v := Verdict{Events: ev}
-	s := &p.s
-	if s.VisitThreshold >= 0 && passed > s.VisitThreshold {
-		v.Strategy, v.Count, v.Threshold = Visit, passed, s.VisitThreshold
-	}
-	took := false
-	if p.tokenInterval > 0 {
-		took = p.takeToken(now)
-		if !took && v.Strategy == 0 {
-			v.Strategy, v.Count, v.Threshold = TokenBucket, 0, p.tokenCapacity
-		}
-	}
-	inflight := st.inflight.Add(1)
-	if v.Strategy == 0 {
-		switch {
-		case s.ConcurrentThreshold >= 0 && inflight > s.ConcurrentThreshold:
-			v.Strategy, v.Count, v.Threshold = Concurrent, inflight, s.ConcurrentThreshold
-		case s.TimeoutThreshold > 0 && s.TimeoutCountThreshold >= 0 && counts.Timeouts >= s.TimeoutCountThreshold:
-			v.Strategy, v.Count, v.Threshold = Timeout, counts.Timeouts, s.TimeoutCountThreshold
-		case s.ExceptionThreshold >= 0 && counts.Exceptions >= s.ExceptionThreshold:
-			v.Strategy, v.Count, v.Threshold = Exception, counts.Exceptions, s.ExceptionThreshold
-		case s.ExceptionRateThreshold >= 0 && visits > s.ExceptionRateStart &&
-			counts.Exceptions*100 >= s.ExceptionRateThreshold*passed:
-			v.Strategy, v.Count, v.Threshold = ExceptionRate, counts.Exceptions*100/passed, s.ExceptionRateThreshold
-		}
-	}
-
-	if v.Strategy == 0 {
+	j := p.judge(now, cur)
+	j.v.Events |= ev
+	if j.v.Strategy == 0 {
 		if st.tripped.Load() && st.tripped.CompareAndSwap(true, false) {
-			v.Events |= EventRecovered
+			j.v.Events |= EventRecovered
 		}
-		st.win.record(now, Counts{Visits: 1})
-		c.start(p, now, false)
-		v.Allowed = true
-		return v
+		p.start(c, st.win.record(cur, false), now, j.held, false)
+		j.v.Allowed = true
+		return j.v
 	}
 
 	if !st.tripped.Load() && st.tripped.CompareAndSwap(false, true) {
-		v.Events |= EventTripped
+		j.v.Events |= EventTripped
 	}
+	if !j.exact {
+		j.load(st.win, cur)
+	}
+	trip := Trip{Strategy: j.v.Strategy, At: now, Count: j.v.Count, Threshold: j.v.Threshold, Counts: j.counts, InFlight: p.InFlight()}
+	trip.Counts.Visits++ // this request
 	st.mu.Lock()
-	st.last = Trip{Strategy: v.Strategy, At: now, Count: v.Count, Threshold: v.Threshold, Counts: counts, InFlight: inflight}
-	st.last.Counts.Visits = visits
-	if s.DelayTime > 0 && !st.delay.active {
-		p.startDelayLocked(now, v.Strategy)
-		v.Events |= EventDelayStarted
+	st.last = trip
+	if p.s.DelayTime > 0 && !st.delay.active {
+		p.startDelayLocked(now, j.v.Strategy)
+		j.v.Events |= EventDelayStarted
 	}
 	st.mu.Unlock()
-	return p.trip(c, now, v, took, true, p.draw())
+	return p.finish(c, now, cur, j, p.draw())
 }
 
-// trip finishes a tripped request: degrade it (or, in shadow mode, forward
-// it as would-be degraded), or forward it when degrade is false (the
-// DowngradeRate draw let it through). held and took say whether Enter
-// already holds a concurrency slot and a token for it.
-func (p *Point) trip(c *Call, now time.Time, v Verdict, took, held, degrade bool) Verdict {
-	st := p.st
-	if !degrade {
-		if !held {
-			st.inflight.Add(1)
-			if p.tokenInterval > 0 {
-				p.takeToken(now)
-			}
+// judgement is judge's result: the verdict, and what judging took.
+type judgement struct {
+	v      Verdict
+	counts Counts // the window's exact counts before this request, if exact
+	exact  bool
+	took   bool // a token was taken for the request
+	held   bool // a concurrency slot in pointState.inflight is held for it (only when it passed)
+}
+
+// load fills j.counts with the window's exact counts at cur.
+func (j *judgement) load(w *window, cur int64) {
+	j.counts, j.exact = w.sum(cur), true
+}
+
+// judge applies the strategies in order (SPEC §4.3) and stops at the first
+// that fails. It reads the exact window counts only when it must: see
+// window for the bound that spares the visit strategy the sum.
+func (p *Point) judge(now time.Time, cur int64) (j judgement) {
+	s := &p.s
+	w := p.st.win
+	if s.VisitThreshold >= 0 && !w.passBound(s.VisitThreshold) {
+		j.load(w, cur)
+		if passed := j.counts.Visits + 1 - j.counts.Degraded; passed > s.VisitThreshold {
+			j.v.Strategy, j.v.Count, j.v.Threshold = Visit, passed, s.VisitThreshold
+			return j
 		}
-		st.win.record(now, Counts{Visits: 1})
-		c.start(p, now, false)
+	}
+	if p.tokenInterval > 0 {
+		if !p.takeToken(now) {
+			j.v.Strategy, j.v.Count, j.v.Threshold = TokenBucket, 0, p.tokenCapacity
+			return j
+		}
+		j.took = true
+	}
+	if s.ConcurrentThreshold >= 0 {
+		n := p.st.inflight.Add(1) + w.inflight() // this request included
+		if n > s.ConcurrentThreshold {
+			p.st.inflight.Add(-1)
+			j.v.Strategy, j.v.Count, j.v.Threshold = Concurrent, n, s.ConcurrentThreshold
+			return j
+		}
+		j.held = true
+	}
+	timeouts := s.TimeoutThreshold > 0 && s.TimeoutCountThreshold >= 0
+	if !timeouts && s.ExceptionThreshold < 0 && s.ExceptionRateThreshold < 0 {
+		return j
+	}
+	exc, to := w.failures(cur)
+	switch {
+	case timeouts && to >= s.TimeoutCountThreshold:
+		j.v.Strategy, j.v.Count, j.v.Threshold = Timeout, to, s.TimeoutCountThreshold
+	case s.ExceptionThreshold >= 0 && exc >= s.ExceptionThreshold:
+		j.v.Strategy, j.v.Count, j.v.Threshold = Exception, exc, s.ExceptionThreshold
+	case s.ExceptionRateThreshold >= 0 && (exc > 0 || s.ExceptionRateThreshold == 0):
+		// With no exceptions and a threshold above 0 the rate passes
+		// whatever the visits (visits-degraded is at least 1: this request).
+		if !j.exact {
+			j.load(w, cur)
+		}
+		visits := j.counts.Visits + 1
+		passed := visits - j.counts.Degraded
+		if visits > s.ExceptionRateStart && exc*100 >= s.ExceptionRateThreshold*passed {
+			j.v.Strategy, j.v.Count, j.v.Threshold = ExceptionRate, exc*100/passed, s.ExceptionRateThreshold
+		}
+	}
+	if j.v.Strategy != 0 && j.held {
+		p.st.inflight.Add(-1)
+		j.held = false
+	}
+	return j
+}
+
+// finish ends a tripped request: degrade it (or, in shadow mode, forward it
+// as would-be degraded), or forward it when degrade is false (the
+// DowngradeRate draw let it through). Only a forwarded request keeps a
+// token: j.took is given back when the request is degraded, and taken, if
+// one is there, when judging stopped before the token bucket.
+func (p *Point) finish(c *Call, now time.Time, cur int64, j judgement, degrade bool) Verdict {
+	st := p.st
+	v := j.v
+	if !degrade {
+		if !j.took && p.tokenInterval > 0 {
+			p.takeToken(now)
+		}
+		p.start(c, st.win.record(cur, false), now, false, false)
 		v.Allowed = true
 		return v
 	}
-	if took {
+	if j.took {
 		st.tat.Add(-p.tokenInterval)
 	}
-	st.win.record(now, Counts{Visits: 1, Degraded: 1})
+	sh := st.win.record(cur, true)
 	if p.s.Shadow {
-		if !held {
-			st.inflight.Add(1)
-		}
-		c.start(p, now, false)
+		p.start(c, sh, now, false, false)
 		v.Allowed, v.Shadow = true, true
-		return v
-	}
-	if held {
-		st.inflight.Add(-1)
 	}
 	return v
+}
+
+// start fills c for a forwarded request and takes its concurrency slot,
+// unless judging already holds one; sh is the shard the request was
+// recorded in.
+func (p *Point) start(c *Call, sh *shard, now time.Time, held, probe bool) {
+	slot := &p.st.inflight
+	if !held {
+		if p.s.ConcurrentThreshold < 0 {
+			slot = sh.slot
+		}
+		slot.Add(1)
+	}
+	c.p, c.slot, c.begin, c.gen, c.probe = p, slot, now, p.st.gen.Load(), probe
 }
 
 // enterDelay judges a request while the point is in its delay. ok is false
 // when the delay turned out to be over; then the request is judged by the
 // strategies, and v.Events says whether this call ended the delay.
-func (p *Point) enterDelay(c *Call, now time.Time) (v Verdict, ok bool) {
+func (p *Point) enterDelay(c *Call, now time.Time, cur int64) (v Verdict, ok bool) {
 	st := p.st
 	st.mu.Lock()
 	d := &st.delay
@@ -283,17 +348,15 @@ func (p *Point) enterDelay(c *Call, now time.Time) (v Verdict, ok bool) {
 	if p.s.RetryInterval > 0 && !d.probing && !now.Before(d.nextProbe) {
 		d.probing = true
 		st.mu.Unlock()
-		st.inflight.Add(1)
 		if p.tokenInterval > 0 {
 			p.takeToken(now)
 		}
-		st.win.record(now, Counts{Visits: 1})
-		c.start(p, now, true)
+		p.start(c, st.win.record(cur, false), now, false, true)
 		v.Allowed, v.Probe = true, true
 		return v, true
 	}
 	st.mu.Unlock()
-	return p.trip(c, now, v, false, false, p.draw()), true
+	return p.finish(c, now, cur, judgement{v: v}, p.draw()), true
 }
 
 // startDelayLocked starts the delay at now. The caller holds st.mu.
@@ -362,11 +425,13 @@ func (p *Point) draw() bool {
 
 // Call is the ticket of one forwarded request, filled by Enter and
 // consumed by Exit. Keep it with the request (it must not be copied while in
-// use); Timeout and Exit may be called from different goroutines.
+// use); Timeout and Exit may be called from different goroutines, once
+// Enter has returned.
 type Call struct {
 	p     *Point
+	slot  *atomic.Int64 // the in-flight counter this call added itself to
 	begin time.Time
-	gen   uint64
+	gen   uint64 // pointState.gen at Enter: counts are dropped after a clear
 	probe bool
 	flags atomic.Uint32
 }
@@ -377,13 +442,8 @@ const (
 )
 
 func (c *Call) reset() {
-	c.p = nil
-	c.probe = false
+	c.p, c.slot, c.probe = nil, nil, false
 	c.flags.Store(0)
-}
-
-func (c *Call) start(p *Point, now time.Time, probe bool) {
-	c.p, c.begin, c.gen, c.probe = p, now, p.st.gen.Load(), probe
 }
 
 // Timeout counts the call's timeout at now, once, if the call is still in
@@ -398,7 +458,7 @@ func (c *Call) Timeout(now time.Time) bool {
 		return false
 	}
 	if c.gen == p.st.gen.Load() {
-		p.st.win.record(now, Counts{Timeouts: 1})
+		p.st.win.recordFailure(p.st.win.bucket(now), 0, 1)
 	}
 	return true
 }
@@ -406,7 +466,12 @@ func (c *Call) Timeout(now time.Time) bool {
 // Exit records how the call ended at now and frees its concurrency slot. A
 // call that ran TimeoutThreshold or longer is a timeout unless Timeout
 // already counted it. Exit on a Call that Enter did not fill, or a second
-// Exit, does nothing.
+// Exit, does nothing. A probe's Exit ends the delay (returning
+// EventDelayEnded) when the call had no exception and no timeout; after a
+// failed or timed-out probe the next waits RetryInterval from now; a
+// canceled probe frees the probe slot at once. The TimeoutThreshold and
+// RetryInterval used are those of the Point the call entered on, even if
+// it has since been reconfigured.
 func (c *Call) Exit(now time.Time, o Outcome) Events {
 	p := c.p
 	if p == nil {
@@ -416,18 +481,18 @@ func (c *Call) Exit(now time.Time, o Outcome) Events {
 	if old&callDone != 0 {
 		return 0
 	}
+	c.slot.Add(-1)
 	st := p.st
-	st.inflight.Add(-1)
-	var d Counts
+	var exc, to int64
 	timedOut := old&callTimedOut != 0
 	if !timedOut && p.s.TimeoutThreshold > 0 && now.Sub(c.begin) >= p.s.TimeoutThreshold {
-		d.Timeouts, timedOut = 1, true
+		to, timedOut = 1, true
 	}
 	if o == Failed {
-		d.Exceptions = 1
+		exc = 1
 	}
-	if d != (Counts{}) && c.gen == st.gen.Load() {
-		st.win.record(now, d)
+	if exc|to != 0 && c.gen == st.gen.Load() {
+		st.win.recordFailure(st.win.bucket(now), exc, to)
 	}
 	if !c.probe {
 		return 0

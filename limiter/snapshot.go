@@ -26,14 +26,15 @@ type Snapshot struct {
 // point's locks briefly; it is meant for status pages, not the hot path.
 func (p *Point) Snapshot(now time.Time) Snapshot {
 	st := p.st
+	cur := st.win.bucket(now)
 	sn := Snapshot{
 		Name:        p.name,
 		Settings:    p.s,
-		Counts:      st.win.sum(now),
-		InFlight:    st.inflight.Load(),
+		Counts:      st.win.sum(cur),
+		InFlight:    p.InFlight(),
 		Tokens:      p.tokens(now),
 		State:       Closed,
-		Series:      st.win.series(now),
+		Series:      st.win.series(cur),
 		BucketWidth: time.Duration(st.win.width),
 	}
 	st.mu.Lock()
@@ -62,5 +63,7 @@ func (p *Point) Tripped(now time.Time) bool {
 	return p.st.delay.active && now.Before(p.st.delay.until)
 }
 
-// InFlight returns the number of forwarded calls not yet exited.
-func (p *Point) InFlight() int64 { return p.st.inflight.Load() }
+// InFlight returns the number of forwarded calls not yet exited. It sums
+// the shards' counts (see pointState), so concurrent calls may or may not
+// be included.
+func (p *Point) InFlight() int64 { return p.st.inflight.Load() + p.st.win.inflight() }

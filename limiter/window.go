@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,151 +21,370 @@ func (c *Counts) add(d Counts) {
 	c.Timeouts += d.Timeouts
 }
 
-// atomicCounts holds Counts that readers load without the shard lock.
-type atomicCounts struct {
-	visits, degraded, exceptions, timeouts atomic.Int64
-}
-
-func (a *atomicCounts) add(d Counts) {
-	if d.Visits != 0 {
-		a.visits.Add(d.Visits)
-	}
-	if d.Degraded != 0 {
-		a.degraded.Add(d.Degraded)
-	}
-	if d.Exceptions != 0 {
-		a.exceptions.Add(d.Exceptions)
-	}
-	if d.Timeouts != 0 {
-		a.timeouts.Add(d.Timeouts)
-	}
-}
-
-func (a *atomicCounts) load() Counts {
-	return Counts{a.visits.Load(), a.degraded.Load(), a.exceptions.Load(), a.timeouts.Load()}
-}
-
-// shard is one stripe of a window: its running totals and newest bucket
-// index on one cache line, its ring of buckets elsewhere. Writers hold mu;
-// readers load head and total atomically and take mu only to rotate a shard
-// that has not seen the current bucket yet.
-type shard struct {
-	mu    sync.Mutex
-	head  atomic.Int64                // index of the newest bucket in ring
-	total atomicCounts                // sum of the ring: the shard's share of the window
-	ring  []Counts                    // ring[i % len(ring)] holds bucket i, for head-len < i <= head
-	_     [128 - 8 - 8 - 32 - 24]byte // two cache lines: the adjacent-line prefetcher pairs lines
-}
-
-// advance rotates the ring so that bucket cur is the newest, dropping the
-// buckets that leave the window. The caller holds s.mu.
-func (s *shard) advance(cur int64) {
-	head := s.head.Load()
-	if cur <= head {
-		return
-	}
-	n := int64(len(s.ring))
-	if cur-head >= n {
-		s.clear()
-	} else {
-		for i := head + 1; i <= cur; i++ {
-			b := &s.ring[i%n]
-			s.total.add(Counts{-b.Visits, -b.Degraded, -b.Exceptions, -b.Timeouts})
-			*b = Counts{}
-		}
-	}
-	s.head.Store(cur)
-}
-
-// clear zeroes the ring and the totals. The caller holds s.mu.
-func (s *shard) clear() {
-	clear(s.ring)
-	s.total.visits.Store(0)
-	s.total.degraded.Store(0)
-	s.total.exceptions.Store(0)
-	s.total.timeouts.Store(0)
-}
-
-// record adds d to bucket cur. A bucket older than the ring (an instant
-// that has already left the window) is dropped, as its counts would be.
-func (s *shard) record(cur int64, d Counts) {
-	s.mu.Lock()
-	s.advance(cur)
-	n := int64(len(s.ring))
-	if cur > s.head.Load()-n {
-		s.ring[cur%n].add(d)
-		s.total.add(d)
-	}
-	s.mu.Unlock()
-}
-
-// window is a sharded sliding window of Counts.
+// A window splits a point's counts in two by how often they are written:
+//
+//	hot   visits, degraded      written by every Enter   N shards, one per P (roughly: per core)
+//	rare  exceptions, timeouts  written on failures      one ring, one lock
+//
+//	           read by every Enter: one read-mostly line
+//	      +----------------------------------------------+
+//	      | bound    exceptions    timeouts    rareHead  |
+//	      +----^-------------------------------^---------+
+//	           | a shard's growth, every       | on a failure, and
+//	           | publishEvery passes, and      | when the ring rotates
+//	           | when the shard rotates        |
+//	   +-------+-----+-------------+--       +-+-------------+
+//	   | shard 0     | shard 1     |  ...    | rare ring     |
+//	   | mu, head,   | mu, head,   |         | mu, head,     |
+//	   | visits,     | visits,     |         | exceptions,   |
+//	   | degraded,   | degraded,   |         | timeouts per  |
+//	   | ring[B]     | ring[B]     |         | bucket        |
+//	   +-------------+-------------+--       +---------------+
+//	   | slot 0      | slot 1      |  ...    calls in flight (concurrent strategy off)
+//	   +-------------+-------------+--
+//	    written by     written by
+//	    P0             P1
+//
+// Each Enter writes one shard, the one its P (roughly: its core) is
+// affine to, so in the steady state a core writes lines no other core
+// reads. The judge reads only the read-mostly line:
+//
+//   - exceptions and timeouts: exact totals of the rare ring (once rotated
+//     to the current bucket; a zero total needs no rotation).
+//
+//   - bound: an upper bound on the window's visits-degraded. Each shard
+//     adds its own visits-degraded to bound ("publishes") whenever it has
+//     grown by publishEvery since the shard last published, and when the
+//     shard rotates. So each shard's true figure is below its published
+//     one plus publishEvery, and
+//
+//     visits-degraded <= bound + Shards*(publishEvery-1)
+//
+//     Counts leaving the window only lower the true figure, so a stale
+//     bound stays an upper bound. The visit strategy passes a request at
+//     once when that bound proves it passes; near the threshold (and for
+//     thresholds below the slack) it sums the shards exactly. The verdict
+//     is therefore always the exact one; only its cost varies.
+//
+// The exception_rate strategy needs visits only when there are exceptions
+// (or its threshold is 0), and then sums the shards exactly too.
 type window struct {
 	width  int64 // bucket width in nanoseconds
+	slack  int64 // Shards * (publishEvery-1): the most bound can lag behind
 	shards []shard
+	slots  []slot
+
+	// The read-mostly line (with the read-only fields above).
+	bound    atomic.Int64 // sum of the shards' published visits-degraded
+	rareHead atomic.Int64 // rare.head, for a lock-free check
+	excTotal atomic.Int64 // exceptions in the rare ring
+	toTotal  atomic.Int64 // timeouts in the rare ring
+	rare     rareRing
 }
 
+// publishEvery is how much a shard's visits-degraded may grow before it
+// adds the growth to window.bound. Larger: fewer writes to the shared line;
+// smaller: the exact sum is needed only closer to the visit threshold. At
+// 32 with 4 shards, a visit threshold of 1000 is judged from the bound
+// until the window holds 876 passed requests.
+const publishEvery = 32
+
+// shard is one stripe of the hot counts, on its own pair of cache lines
+// (the adjacent-line prefetcher pairs them), guarded by mu.
+type shard struct {
+	mu        sync.Mutex
+	head      int64         // index of the newest bucket in ring
+	visits    int64         // sum of ring's visits: the shard's share of the window
+	degraded  int64         // sum of ring's degraded
+	published int64         // visits-degraded as last added to window.bound
+	slot      *atomic.Int64 // this shard's in-flight count: &window.slots[i].n
+	ring      []hotBucket   // ring[i % len(ring)] holds bucket i, for head-len < i <= head
+	_         [128 - 72]byte
+}
+
+// slot is a shard's count of calls in flight that took their slot there
+// (while the concurrent strategy is off; see pointState). It has lines of
+// its own: the concurrent strategy sums the slots, and must not read the
+// shards' hot lines to do so.
+type slot struct {
+	n atomic.Int64
+	_ [120]byte
+}
+
+type hotBucket struct{ visits, degraded int64 }
+
+// rareRing holds the exceptions and timeouts per bucket. Its totals live
+// on window's read-mostly line.
+type rareRing struct {
+	mu   sync.Mutex
+	head int64 // index of the newest bucket in ring; also in window.rareHead
+	ring []rareBucket
+}
+
+type rareBucket struct{ exceptions, timeouts int64 }
+
 func newWindow(s Settings) *window {
-	w := &window{width: int64(s.Window) / int64(s.Buckets), shards: make([]shard, s.Shards)}
-	ring := make([]Counts, s.Shards*s.Buckets)
-	for i := range w.shards {
-		w.shards[i].ring = ring[i*s.Buckets : (i+1)*s.Buckets : (i+1)*s.Buckets]
+	w := &window{
+		width:  int64(s.Window) / int64(s.Buckets),
+		slack:  int64(s.Shards) * (publishEvery - 1),
+		shards: make([]shard, s.Shards),
+		slots:  make([]slot, s.Shards),
 	}
+	// One allocation for every shard's ring, each ring starting on its own
+	// 128-byte boundary (relative to the allocation) so that two shards'
+	// current buckets never share a cache line.
+	stride := (s.Buckets*16 + 127) / 128 * 128 / 16
+	rings := make([]hotBucket, s.Shards*stride)
+	for i := range w.shards {
+		w.shards[i].ring = rings[i*stride : i*stride+s.Buckets : i*stride+s.Buckets]
+		w.shards[i].slot = &w.slots[i].n
+	}
+	w.rare.ring = make([]rareBucket, s.Buckets)
 	return w
 }
 
 // bucket returns the index of the bucket now falls in.
 func (w *window) bucket(now time.Time) int64 { return now.UnixNano() / w.width }
 
-// record adds d to the window at now, in one shard chosen at random.
-func (w *window) record(now time.Time, d Counts) {
-	i := 0
-	if len(w.shards) > 1 {
-		i = int(rand.Uint32N(uint32(len(w.shards))))
+// hint is a token kept in hints; the shard a caller writes is its hint
+// modulo the shard count. sync.Pool keeps a cache per P, so a goroutine
+// mostly gets back the hint its P had: each core keeps writing the same
+// shard, and the shard's lines stay in that core's cache. Hints are
+// numbered in creation order, so the first Ps get distinct shards. The
+// pool is shared by every point (a pool per point would cost a cache line
+// per P per point).
+type hint struct{ n uint32 }
+
+var (
+	hintCount atomic.Uint32
+	hints     = sync.Pool{New: func() any { return &hint{n: hintCount.Add(1) - 1} }}
+)
+
+// lock returns a shard for the calling goroutine's P to write, locked.
+// When its lock is taken (another core is writing the same shard, as two
+// Ps whose hints are equal modulo the shard count would), the hint moves on
+// to the next shard, so that such Ps drift apart.
+func (w *window) lock() *shard {
+	if len(w.shards) == 1 {
+		s := &w.shards[0]
+		s.mu.Lock()
+		return s
 	}
-	w.shards[i].record(w.bucket(now), d)
+	h := hints.Get().(*hint)
+	n := uint32(len(w.shards))
+	s := &w.shards[h.n%n]
+	if !s.mu.TryLock() {
+		h.n++
+		s = &w.shards[h.n%n]
+		s.mu.Lock()
+	}
+	hints.Put(h)
+	return s
 }
 
-// sum returns the window's counts at now.
-func (w *window) sum(now time.Time) Counts {
-	cur := w.bucket(now)
-	var c Counts
-	for i := range w.shards {
-		s := &w.shards[i]
-		if s.head.Load() < cur {
-			s.mu.Lock()
-			s.advance(cur)
-			s.mu.Unlock()
+// advance rotates the shard's ring so that bucket cur is the newest,
+// dropping the buckets that leave the window, and publishes the lower
+// figure. The caller holds s.mu.
+func (s *shard) advance(w *window, cur int64) {
+	if cur <= s.head {
+		return
+	}
+	n := int64(len(s.ring))
+	if cur-s.head >= n {
+		clear(s.ring)
+		s.visits, s.degraded = 0, 0
+	} else {
+		for i := s.head + 1; i <= cur; i++ {
+			b := &s.ring[i%n]
+			s.visits -= b.visits
+			s.degraded -= b.degraded
+			*b = hotBucket{}
 		}
-		c.add(s.total.load())
 	}
-	return c
+	s.head = cur
+	if d := s.visits - s.degraded - s.published; d != 0 {
+		w.bound.Add(d)
+		s.published += d
+	}
 }
 
-// series returns the counts of each bucket in the window at now, oldest
-// first. It allocates; it is for the admin port, not the hot path.
-func (w *window) series(now time.Time) []Counts {
-	cur := w.bucket(now)
-	out := make([]Counts, len(w.shards[0].ring))
+// record counts one visit, degraded or not, in bucket cur, in the shard
+// lock picks, and returns that shard. A bucket older than the ring (an
+// instant that has already left the window) is dropped, as its counts
+// would be.
+func (w *window) record(cur int64, degraded bool) *shard {
+	s := w.lock()
+	w.add(s, cur, degraded)
+	s.mu.Unlock()
+	return s
+}
+
+// add counts one visit in shard s. The caller holds s.mu.
+func (w *window) add(s *shard, cur int64, degraded bool) {
+	if cur > s.head {
+		s.advance(w, cur)
+	}
+	if n := int64(len(s.ring)); cur > s.head-n {
+		b := &s.ring[cur%n]
+		b.visits++
+		s.visits++
+		if degraded {
+			b.degraded++
+			s.degraded++
+		} else if d := s.visits - s.degraded - s.published; d >= publishEvery {
+			w.bound.Add(d)
+			s.published += d
+		}
+	}
+}
+
+// passBound reports whether the window's bound proves that one more
+// passed request keeps visits-degraded, this request included, at or
+// below threshold. When it does not, the caller sums the shards.
+func (w *window) passBound(threshold int64) bool {
+	return w.bound.Load()+w.slack < threshold
+}
+
+// hot returns the window's exact visits and degraded at cur, rotating
+// shards that have not seen cur yet. It takes every shard's lock in turn.
+func (w *window) hot(cur int64) (visits, degraded int64) {
 	for i := range w.shards {
 		s := &w.shards[i]
 		s.mu.Lock()
-		s.advance(cur)
-		n := int64(len(s.ring))
+		s.advance(w, cur)
+		visits += s.visits
+		degraded += s.degraded
+		s.mu.Unlock()
+	}
+	return visits, degraded
+}
+
+// failures returns the window's exceptions and timeouts at cur. It does not
+// lock unless the rare ring holds counts and must be rotated to cur.
+func (w *window) failures(cur int64) (exceptions, timeouts int64) {
+	exceptions, timeouts = w.excTotal.Load(), w.toTotal.Load()
+	if exceptions|timeouts != 0 && w.rareHead.Load() < cur {
+		r := &w.rare
+		r.mu.Lock()
+		w.advanceRare(cur)
+		r.mu.Unlock()
+		exceptions, timeouts = w.excTotal.Load(), w.toTotal.Load()
+	}
+	return exceptions, timeouts
+}
+
+// advanceRare rotates the rare ring to cur. The caller holds w.rare.mu.
+func (w *window) advanceRare(cur int64) {
+	r := &w.rare
+	if cur <= r.head {
+		return
+	}
+	n := int64(len(r.ring))
+	var d rareBucket
+	if cur-r.head >= n {
+		for _, b := range r.ring {
+			d.exceptions += b.exceptions
+			d.timeouts += b.timeouts
+		}
+		clear(r.ring)
+	} else {
+		for i := r.head + 1; i <= cur; i++ {
+			b := &r.ring[i%n]
+			d.exceptions += b.exceptions
+			d.timeouts += b.timeouts
+			*b = rareBucket{}
+		}
+	}
+	if d.exceptions != 0 {
+		w.excTotal.Add(-d.exceptions)
+	}
+	if d.timeouts != 0 {
+		w.toTotal.Add(-d.timeouts)
+	}
+	r.head = cur
+	w.rareHead.Store(cur)
+}
+
+// recordFailure counts an exception and/or a timeout in bucket cur.
+func (w *window) recordFailure(cur int64, exceptions, timeouts int64) {
+	r := &w.rare
+	r.mu.Lock()
+	w.advanceRare(cur)
+	if n := int64(len(r.ring)); cur > r.head-n {
+		b := &r.ring[cur%n]
+		b.exceptions += exceptions
+		b.timeouts += timeouts
+		if exceptions != 0 {
+			w.excTotal.Add(exceptions)
+		}
+		if timeouts != 0 {
+			w.toTotal.Add(timeouts)
+		}
+	}
+	r.mu.Unlock()
+}
+
+// sum returns the window's exact counts at cur.
+func (w *window) sum(cur int64) Counts {
+	var c Counts
+	c.Visits, c.Degraded = w.hot(cur)
+	c.Exceptions, c.Timeouts = w.failures(cur)
+	return c
+}
+
+// inflight returns the calls that took their slot in a shard.
+func (w *window) inflight() int64 {
+	var n int64
+	for i := range w.slots {
+		n += w.slots[i].n.Load()
+	}
+	return n
+}
+
+// series returns the counts of each bucket in the window at cur, oldest
+// first. It allocates; it is for the admin port, not the hot path.
+func (w *window) series(cur int64) []Counts {
+	out := make([]Counts, len(w.rare.ring))
+	n := int64(len(out))
+	for i := range w.shards {
+		s := &w.shards[i]
+		s.mu.Lock()
+		s.advance(w, cur)
 		for j := range out {
-			out[j].add(s.ring[(cur-n+1+int64(j))%n])
+			b := s.ring[(cur-n+1+int64(j))%n]
+			out[j].Visits += b.visits
+			out[j].Degraded += b.degraded
 		}
 		s.mu.Unlock()
 	}
+	r := &w.rare
+	r.mu.Lock()
+	w.advanceRare(cur)
+	for j := range out {
+		b := r.ring[(cur-n+1+int64(j))%n]
+		out[j].Exceptions, out[j].Timeouts = b.exceptions, b.timeouts
+	}
+	r.mu.Unlock()
 	return out
 }
 
-// reset clears every count.
+// reset clears every count (not the calls in flight).
 func (w *window) reset() {
 	for i := range w.shards {
 		s := &w.shards[i]
 		s.mu.Lock()
-		s.clear()
+		clear(s.ring)
+		s.visits, s.degraded = 0, 0
+		if s.published != 0 {
+			w.bound.Add(-s.published)
+			s.published = 0
+		}
 		s.mu.Unlock()
 	}
+	r := &w.rare
+	r.mu.Lock()
+	clear(r.ring)
+	w.excTotal.Store(0)
+	w.toTotal.Store(0)
+	r.mu.Unlock()
 }

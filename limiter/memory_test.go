@@ -1,0 +1,55 @@
+package limiter
+
+import (
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestAllocs: the hot path does not allocate, whatever is on.
+func TestAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items under the race detector")
+	}
+	for name, s := range map[string]Settings{"window": windowSettings(0), "all": allSettings(0), "one shard": allSettings(1)} {
+		p := mustPoint(t, s)
+		var c Call
+		now := t0
+		got := testing.AllocsPerRun(10000, func() {
+			now = now.Add(time.Microsecond)
+			p.Enter(&c, now, false)
+			c.Timeout(now)
+			c.Exit(now, Failed)
+		})
+		if got != 0 {
+			t.Errorf("%s: %v allocs per Enter+Timeout+Exit, want 0", name, got)
+		}
+	}
+}
+
+// pointBytes measures the heap held per point, with the default window
+// and shards and every strategy on, over n points.
+func pointBytes(n int) float64 {
+	s := allSettings(0)
+	points := make([]*Point, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range points {
+		points[i], _ = NewPoint("orders.read", s)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(points)
+	return float64(after.HeapAlloc-before.HeapAlloc-uint64(n)*8) / float64(n)
+}
+
+// TestMemoryPerPoint: a point with the default window holds at most 4 KiB.
+func TestMemoryPerPoint(t *testing.T) {
+	const n = 10000
+	b := pointBytes(n)
+	t.Logf("%.0f bytes per point (%d shards of %d buckets)", b, DefaultShards, DefaultBuckets)
+	if b > 4096 {
+		t.Errorf("%.0f bytes per point, want <= 4096", b)
+	}
+}
