@@ -439,6 +439,7 @@ type Call struct {
 const (
 	callTimedOut uint32 = 1 << iota // the timeout has been counted
 	callDone                        // Exit has run
+	callFailed                      // an exception has been counted
 )
 
 func (c *Call) reset() {
@@ -477,7 +478,11 @@ func (c *Call) Exit(now time.Time, o Outcome) Events {
 	if p == nil {
 		return 0
 	}
-	old := c.flags.Or(callDone)
+	set := callDone
+	if o == Failed {
+		set |= callFailed
+	}
+	old := c.flags.Or(set)
 	if old&callDone != 0 {
 		return 0
 	}
@@ -498,6 +503,32 @@ func (c *Call) Exit(now time.Time, o Outcome) Events {
 		return 0
 	}
 	return p.probeDone(c.gen, now, o, timedOut)
+}
+
+// FailAfterExit counts an exception for a call that has already exited
+// without one: a stream whose call ended at its response headers but whose
+// outcome came later (a gRPC status in the trailers). It counts at most once
+// per call, in the bucket of now, and not at all when the window was
+// cleared since the call entered. It reports whether it counted.
+func (c *Call) FailAfterExit(now time.Time) bool {
+	p := c.p
+	if p == nil {
+		return false
+	}
+	for {
+		f := c.flags.Load()
+		if f&callDone == 0 || f&callFailed != 0 {
+			return false
+		}
+		if c.flags.CompareAndSwap(f, f|callFailed) {
+			break
+		}
+	}
+	if c.gen != p.st.gen.Load() {
+		return false
+	}
+	p.st.win.recordFailure(p.st.win.bucket(now), 1, 0)
+	return true
 }
 
 // probeDone ends the delay after a good probe, or schedules the next probe

@@ -600,6 +600,46 @@ func TestCallExit(t *testing.T) {
 	}
 }
 
+// TestFailAfterExit: a stream's late failure (gRPC trailers) counts once,
+// only after an Exit without an exception, and not across a window clear.
+func TestFailAfterExit(t *testing.T) {
+	p := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold = 2 }))
+	var zero Call
+	if zero.FailAfterExit(at(0)) {
+		t.Errorf("zero Call: FailAfterExit counted")
+	}
+	_, c := enter(p, at(0))
+	if c.FailAfterExit(at(0)) {
+		t.Errorf("before Exit: FailAfterExit counted")
+	}
+	c.Exit(at(0), OK)
+	if !c.FailAfterExit(at(10*ms)) || c.FailAfterExit(at(10*ms)) {
+		t.Errorf("after an OK Exit: want FailAfterExit to count once")
+	}
+	_, failed := enter(p, at(0))
+	failed.Exit(at(0), Failed)
+	if failed.FailAfterExit(at(0)) {
+		t.Errorf("after a Failed Exit: FailAfterExit counted a second exception")
+	}
+	if got, w := counts(p, at(10*ms)), (Counts{Visits: 2, Exceptions: 2}); got != w {
+		t.Errorf("counts: got %+v, want %+v", got, w)
+	}
+	v, _ := enter(p, at(10*ms))
+	want(t, "after the late failure", v, false, Exception, 2, 2)
+
+	// A delay ending clears the window: a call from before it no longer counts.
+	d := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold, s.DelayTime = 1, 100*ms }))
+	_, old := enter(d, at(0))
+	old.Exit(at(0), OK)
+	_, trip := enter(d, at(0))
+	trip.Exit(at(0), Failed)
+	enter(d, at(0))      // trips, starts the delay
+	enter(d, at(200*ms)) // the delay is over: the window is cleared
+	if old.FailAfterExit(at(200 * ms)) {
+		t.Errorf("a call from before the window was cleared: FailAfterExit counted")
+	}
+}
+
 func TestReconfigure(t *testing.T) {
 	base := settings(func(s *Settings) {
 		s.VisitThreshold, s.DelayTime, s.TimeoutThreshold = 2, 10*time.Second, 100*ms

@@ -122,6 +122,9 @@ type call struct {
 	started time.Time // when the upstream call began
 	// deadline cuts the call at the point's UpstreamTimeout; nil without one.
 	deadline *time.Timer
+	// grpc is the upstream's gRPC response, whose trailers are read once
+	// the stream has been copied; nil for other responses.
+	grpc *http.Response
 
 	// bodyFailed: the client's request body failed to read. Atomic: the
 	// transport reads the body on its own goroutine, which can outlive the
@@ -209,6 +212,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	if c.outcome == 0 {
 		c.outcome = limiter.OK
 	}
+	// A gRPC call ended at its headers; its status may come in the trailers.
+	if c.grpc != nil && grpcFailed(c.grpc.Trailer) && c.lim.FailAfterExit(h.now()) {
+		p.metrics.statusErrors.Inc()
+	}
 }
 
 // exit ends c's upstream call in the limiter, once; streams end it early,
@@ -261,6 +268,9 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		c.status = resp.StatusCode
 	}
 	if isStream(resp) {
+		if isGRPCResponse(resp) {
+			c.grpc = resp
+		}
 		if c.deadline != nil {
 			c.deadline.Stop()
 		}
@@ -358,12 +368,16 @@ func isStream(resp *http.Response) bool {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return true
 	}
-	ct := resp.Header.Get("Content-Type")
-	return strings.HasPrefix(ct, "text/event-stream") || strings.HasPrefix(ct, "application/grpc")
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || isGRPCResponse(resp)
 }
 
-// grpcFailed reports a gRPC status other than 0 in the response headers
-// (a trailers-only error).
+// isGRPCResponse reports whether resp answers a gRPC call.
+func isGRPCResponse(resp *http.Response) bool {
+	return strings.HasPrefix(resp.Header.Get("Content-Type"), "application/grpc")
+}
+
+// grpcFailed reports a gRPC status other than 0 in h: the response headers
+// (a trailers-only error) or the trailers.
 func grpcFailed(h http.Header) bool {
 	s := h.Get("Grpc-Status")
 	return s != "" && s != "0"

@@ -355,6 +355,16 @@ func TestUpstreamOutcome(t *testing.T) {
 		{"grpc error status", func(r *http.Request) (*http.Response, error) {
 			return rpReply(r, 200, "", "Content-Type", "application/grpc", "Grpc-Status", "14"), nil
 		}, false, want{status: 200, exceptions: 1, errorKind: "status_5xx"}},
+		{"grpc error status in trailers", func(r *http.Request) (*http.Response, error) {
+			resp := rpReply(r, 200, "frame", "Content-Type", "application/grpc")
+			resp.Trailer = http.Header{"Grpc-Status": {"13"}}
+			return resp, nil
+		}, false, want{status: 200, body: "frame", exceptions: 1, errorKind: "status_5xx"}},
+		{"grpc ok status in trailers", func(r *http.Request) (*http.Response, error) {
+			resp := rpReply(r, 200, "frame", "Content-Type", "application/grpc")
+			resp.Trailer = http.Header{"Grpc-Status": {"0"}}
+			return resp, nil
+		}, false, want{status: 200, body: "frame"}},
 		{"transport error", refused, false,
 			want{status: 502, exceptions: 1, errorKind: "transport"}},
 		{"transport error, fallbackOnError", refused, true,
