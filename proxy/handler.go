@@ -281,8 +281,8 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 
 // errorHandler answers a failed upstream call: 504 for a passed
 // UpstreamTimeout, 502 for a transport error (or the fallback with
-// FallbackOnError), 400 for a client body that failed to read, nothing for
-// a client that went away.
+// FallbackOnError), 400 for a client body that failed to read, and for a
+// client that went away a 502 nobody reads, logged as 499.
 func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	c := r.Context().Value(callKey{}).(*call)
 	var status int
