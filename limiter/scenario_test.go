@@ -18,65 +18,57 @@ func mustPoint(t testing.TB, s Settings) *Point {
 	return p
 }
 
+// sequential makes n calls on p one after another from t0, as one SDS test
+// client does: an allowed call takes callTime and exits with o, a degraded
+// one returns after 1ms. It returns how many were degraded.
+func sequential(p *Point, n int, callTime time.Duration, o Outcome) (degraded int) {
+	now := t0
+	for range n {
+		var c Call
+		if v := p.Enter(&c, now, false); !v.Allowed {
+			degraded++
+			now = now.Add(time.Millisecond)
+			continue
+		}
+		now = now.Add(callTime)
+		c.Exit(now, o)
+	}
+	return degraded
+}
+
 // TestSDSReferenceScenarios replays the scenarios of the original SDS test
 // suite at fixed instants.
 func TestSDSReferenceScenarios(t *testing.T) {
-	t.Run("timeout 940ms x5, ten sequential calls of 950ms", func(t *testing.T) {
-		s := DefaultSettings()
-		s.TimeoutThreshold, s.TimeoutCountThreshold = 940*time.Millisecond, 5
-		p := mustPoint(t, s)
-		now, degraded := t0, 0
-		for range 10 {
-			var c Call
-			v := p.Enter(&c, now, false)
-			if !v.Allowed {
-				degraded++
-				continue
+	sequentialTests := []struct {
+		name     string
+		set      func(*Settings)
+		calls    int
+		callTime time.Duration
+		outcome  Outcome
+		want     int
+	}{
+		{"timeout 940ms x5, ten sequential calls of 950ms", func(s *Settings) {
+			s.TimeoutThreshold, s.TimeoutCountThreshold = 940*time.Millisecond, 5
+		}, 10, 950 * time.Millisecond, OK, 5},
+		{"visit 5, ten calls", func(s *Settings) { s.VisitThreshold = 5 }, 10, time.Millisecond, OK, 5},
+		{"exception rate 50 from 5, ten failing calls", func(s *Settings) {
+			s.ExceptionRateThreshold, s.ExceptionRateStart = 50, 5
+		}, 10, time.Millisecond, Failed, 5},
+		// 100 calls in 100ms: 20 tokens at start and one more refilled by
+		// 66.7ms, so 79 degraded (80 minus the refill).
+		{"token bucket 15/s size 20, 100 calls in 100ms", func(s *Settings) {
+			s.TokensPerSecond, s.TokenBucketSize = 15, 20
+		}, 100, time.Millisecond, OK, 79},
+	}
+	for _, tt := range sequentialTests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := DefaultSettings()
+			tt.set(&s)
+			if got := sequential(mustPoint(t, s), tt.calls, tt.callTime, tt.outcome); got != tt.want {
+				t.Errorf("degraded = %d, want %d", got, tt.want)
 			}
-			now = now.Add(950 * time.Millisecond)
-			c.Exit(now, OK)
-		}
-		if degraded != 5 {
-			t.Errorf("degraded = %d, want 5", degraded)
-		}
-	})
-	t.Run("visit 5, ten calls", func(t *testing.T) {
-		s := DefaultSettings()
-		s.VisitThreshold = 5
-		p := mustPoint(t, s)
-		degraded := 0
-		for i := range 10 {
-			var c Call
-			now := t0.Add(time.Duration(i) * time.Millisecond)
-			if v := p.Enter(&c, now, false); !v.Allowed {
-				degraded++
-				if v.Strategy != Visit {
-					t.Errorf("strategy = %v, want visit", v.Strategy)
-				}
-			}
-			c.Exit(now, OK)
-		}
-		if degraded != 5 {
-			t.Errorf("degraded = %d, want 5", degraded)
-		}
-	})
-	t.Run("exception rate 50 from 5, ten failing calls", func(t *testing.T) {
-		s := DefaultSettings()
-		s.ExceptionRateThreshold, s.ExceptionRateStart = 50, 5
-		p := mustPoint(t, s)
-		degraded := 0
-		for i := range 10 {
-			var c Call
-			now := t0.Add(time.Duration(i) * time.Millisecond)
-			if v := p.Enter(&c, now, false); !v.Allowed {
-				degraded++
-			}
-			c.Exit(now, Failed)
-		}
-		if degraded != 5 {
-			t.Errorf("degraded = %d, want 5", degraded)
-		}
-	})
+		})
+	}
 	t.Run("concurrent 2, five callers x ten calls of 950ms", func(t *testing.T) {
 		s := DefaultSettings()
 		s.ConcurrentThreshold = 2
@@ -97,24 +89,6 @@ func TestSDSReferenceScenarios(t *testing.T) {
 		}
 		if degraded != 30 {
 			t.Errorf("degraded = %d, want 30", degraded)
-		}
-	})
-	t.Run("token bucket 15/s size 20, 100 calls in 100ms", func(t *testing.T) {
-		s := DefaultSettings()
-		s.TokensPerSecond, s.TokenBucketSize = 15, 20
-		p := mustPoint(t, s)
-		degraded := 0
-		for i := range 100 {
-			var c Call
-			now := t0.Add(time.Duration(i) * time.Millisecond)
-			if v := p.Enter(&c, now, false); !v.Allowed {
-				degraded++
-			}
-			c.Exit(now, OK)
-		}
-		// 20 tokens at start, one more refilled by 66.7ms: 79 degraded.
-		if degraded != 79 {
-			t.Errorf("degraded = %d, want 79 (80 minus one refilled token)", degraded)
 		}
 	})
 }
