@@ -2,7 +2,10 @@
 // cmd/internal/upstream: the service the end-to-end tests put behind
 // sds-proxy, and a handy target for trying the proxy by hand.
 //
-//	sds-upstream [-listen 127.0.0.1:9000] [-latency 0s] [-slow-latency 500ms] [-error-rate 50]
+//	sds-upstream [-listen 127.0.0.1:9000] [-h2c] [-latency 0s] [-slow-latency 500ms] [-error-rate 50]
+//
+// -h2c also accepts cleartext HTTP/2 (for gRPC-style calls through an
+// h2c:// upstream).
 //
 // Once serving it prints exactly one line, "listening HOST:PORT", on
 // stdout (so -listen 127.0.0.1:0 tells the caller its port). SIGTERM or
@@ -46,6 +49,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	latency := fs.Duration("latency", 0, "base latency added to every request")
 	slow := fs.Duration("slow-latency", upstream.DefaultSlowLatency, "latency of /api/slow")
 	errorRate := fs.Int("error-rate", upstream.DefaultErrorRate, "percent of /api/flaky requests answered 500")
+	h2c := fs.Bool("h2c", false, "also accept cleartext HTTP/2")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,10 +67,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(*h2c)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		Protocols:         &protocols,
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

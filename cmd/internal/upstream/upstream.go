@@ -30,6 +30,10 @@
 //	                             ping and close)
 //	/echo-headers                the request's method, Host, URL and
 //	                             headers as JSON
+//	/grpc?grpc-status=14         a unary gRPC answer: one empty message,
+//	                             then the status (default 0) in the
+//	                             trailers; X-Upstream-Proto names the
+//	                             protocol the call arrived over
 //
 // Every wait honours the request's context and Handler.Close, and every
 // size and duration a request can ask for is bounded (see Options). A bad
@@ -242,6 +246,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.websocket(w, r)
 	case "/echo-headers":
 		h.echoHeaders(w, r)
+	case "/grpc":
+		h.grpc(w, r)
 	default:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintf(w, "upstream: %s %s\n", r.Method, r.URL.Path)
@@ -490,5 +496,29 @@ func (h *Handler) sse(w http.ResponseWriter, r *http.Request) {
 		if err := rc.Flush(); err != nil {
 			return
 		}
+	}
+}
+
+// grpc answers like a unary gRPC method: it reads the request (up to
+// MaxBody), sends one empty length-prefixed message, and ends with the
+// grpc-status of ?grpc-status (default 0) in the trailers.
+func (h *Handler) grpc(w http.ResponseWriter, r *http.Request) {
+	status := r.URL.Query().Get("grpc-status")
+	if status == "" {
+		status = "0"
+	}
+	if code, err := strconv.Atoi(status); err != nil || code < 0 || code > 16 {
+		http.Error(w, fmt.Sprintf("grpc-status=%q: want a gRPC code 0-16", status), http.StatusBadRequest)
+		return
+	}
+	io.Copy(io.Discard, io.LimitReader(r.Body, int64(h.maxBody)))
+	w.Header().Set("Content-Type", "application/grpc")
+	w.Header().Set("X-Upstream-Proto", r.Proto)
+	w.Header().Set("Trailer", "Grpc-Status, Grpc-Message")
+	w.WriteHeader(http.StatusOK)
+	w.Write([]byte{0, 0, 0, 0, 0}) // uncompressed, zero length
+	w.Header().Set("Grpc-Status", status)
+	if status != "0" {
+		w.Header().Set("Grpc-Message", "upstream answered "+status)
 	}
 }
