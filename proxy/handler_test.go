@@ -633,7 +633,7 @@ func TestTimeoutCountedInFlight(t *testing.T) {
 		if counts, _ := rpCounts(p, time.Now()); counts.Timeouts != 0 {
 			t.Fatalf("timeouts at threshold-1ms: got %d, want 0", counts.Timeouts)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // fake time: now exactly at the threshold
 		synctest.Wait()
 		counts, inflight := rpCounts(p, time.Now())
 		if counts.Timeouts != 1 || inflight != 1 {
