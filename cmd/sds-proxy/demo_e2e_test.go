@@ -49,7 +49,8 @@ func TestDemo(t *testing.T) {
 	}
 
 	demo := startProcess(t, "sds-proxy", "demo", "-config", path)
-	if _, ok := demo.stdout.find(0, 15*time.Second, demo.exited, func(s string) bool { return strings.Contains(s, "sds-proxy demo is running") }); !ok {
+	// The instructions end with "Watch it happen": wait for all of them.
+	if _, ok := demo.stdout.find(0, 15*time.Second, demo.exited, func(s string) bool { return strings.Contains(s, "Watch it happen") }); !ok {
 		t.Fatalf("the demo did not start:\n%s\n%s", demo.stdout, demo.stderr)
 	}
 	proxyURL, serviceURL := "http://"+proxyAddr, "http://"+serviceAddr
