@@ -162,7 +162,9 @@ func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, onSe
 	case <-ctx.Done():
 	case runErr = <-serveErr:
 	}
-	ready.Store(false)
+	// SPEC §2's order: stop accepting, fail /readyz, drain. Shutdown
+	// closes the listener first and then runs its OnShutdown hooks.
+	proxySrv.RegisterOnShutdown(func() { ready.Store(false) })
 	drain := status.drainTimeout()
 	log.Info("draining", zap.Duration("drain_timeout", drain))
 	drainCtx, cancel := context.WithTimeout(context.Background(), drain)
