@@ -82,9 +82,6 @@ type Verdict struct {
 	Events Events
 }
 
-// Degraded reports whether the request is answered with the fallback.
-func (v Verdict) Degraded() bool { return !v.Allowed }
-
 // Trip records the last time a point's strategies failed.
 type Trip struct {
 	Strategy Strategy

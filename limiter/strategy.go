@@ -25,8 +25,10 @@ var strategyNames = [...]string{
 	ExceptionRate: "exception_rate",
 }
 
-// Strategies lists every strategy, in judging order.
-var Strategies = []Strategy{PressureTest, Visit, TokenBucket, Concurrent, Timeout, Exception, ExceptionRate}
+// LastStrategy is the highest Strategy: strategies are numbered 1 to
+// LastStrategy in judging order, so an array of LastStrategy+1 elements is
+// indexed by Strategy.
+const LastStrategy = ExceptionRate
 
 // String returns the strategy's name as used in headers, logs and metrics
 // ("visit", "token_bucket", ...), or "" for the zero Strategy.

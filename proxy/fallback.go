@@ -35,23 +35,16 @@ type fallbackResponse struct {
 
 // fallbacks holds the prebuilt answers of one point, by strategy and by
 // whether the point is in its delay.
-type fallbacks [len(strategyIndex)][2]fallbackResponse
-
-// strategyIndex lists the strategies a fallback can be built for; index 0
-// is unused (the zero Strategy).
-var strategyIndex = [...]limiter.Strategy{0, limiter.PressureTest, limiter.Visit, limiter.TokenBucket,
-	limiter.Concurrent, limiter.Timeout, limiter.Exception, limiter.ExceptionRate}
+// Index 0, the zero Strategy, is unused.
+type fallbacks [limiter.LastStrategy + 1][2]fallbackResponse
 
 // buildFallbacks prepares every answer of point name once, when a config is
-// loaded. retryAfter gives the Retry-After of the default 429 answers.
+// loaded; s gives the Retry-After of the default 429 answers.
 func buildFallbacks(name string, f Fallback, s limiter.Settings) *fallbacks {
 	var fb fallbacks
-	for i, strategy := range strategyIndex {
-		if strategy == 0 {
-			continue
-		}
+	for strategy := limiter.Strategy(1); strategy <= limiter.LastStrategy; strategy++ {
 		for delay := range 2 {
-			fb[i][delay] = buildFallback(name, f, s, strategy, delay == 1)
+			fb[strategy][delay] = buildFallback(name, f, s, strategy, delay == 1)
 		}
 	}
 	return &fb

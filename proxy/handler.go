@@ -407,7 +407,7 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if (w.c.status == 0 && code >= 200) || code == http.StatusSwitchingProtocols {
+	if w.c.status == 0 && code >= 200 { // a 101 is recorded by modifyResponse
 		w.c.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

@@ -159,6 +159,19 @@ func rpMetric(tb testing.TB, reg *prometheus.Registry, name string, labels map[s
 	return -1
 }
 
+// rpDial opens a raw connection to front, with a 10s deadline, closed when
+// the test ends.
+func rpDial(tb testing.TB, front *httptest.Server) net.Conn {
+	tb.Helper()
+	conn, err := net.Dial("tcp", front.Listener.Addr().String())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return conn
+}
+
 // rpEventually polls cond until it holds or 5 s pass.
 func rpEventually(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
@@ -575,12 +588,7 @@ func TestShortClientBody(t *testing.T) {
 	front := httptest.NewServer(h)
 	defer front.Close()
 
-	conn, err := net.Dial("tcp", front.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn := rpDial(t, front)
 	io.WriteString(conn, "POST /upload HTTP/1.1\r\nHost: shop.example\r\nContent-Length: 100\r\n\r\nonly 15 bytes..")
 	conn.(*net.TCPConn).CloseWrite()
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -795,12 +803,7 @@ func TestUpgrade(t *testing.T) {
 		front := httptest.NewServer(h)
 		defer front.Close()
 
-		conn, err := net.Dial("tcp", front.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		conn := rpDial(t, front)
 		io.WriteString(conn, "GET /ws HTTP/1.1\r\nHost: shop.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
 		br := bufio.NewReader(conn)
 		resp, err := http.ReadResponse(br, nil)

@@ -36,7 +36,7 @@ const (
 // does no label lookups.
 type pointMetrics struct {
 	proxied, degraded, shadowDegraded prometheus.Counter
-	byStrategy                        [len(strategyIndex)]prometheus.Counter
+	byStrategy                        [limiter.LastStrategy + 1]prometheus.Counter // index 0 unused
 	duration                          prometheus.Observer
 	transportErrors, timeoutErrors    prometheus.Counter
 	statusErrors, timeouts            prometheus.Counter
@@ -111,10 +111,8 @@ func (m *Metrics) forPoint(name string) *pointMetrics {
 		statusErrors:    m.errors.WithLabelValues(name, errorStatus),
 		timeouts:        m.timeouts.WithLabelValues(name),
 	}
-	for i, s := range strategyIndex {
-		if s != 0 {
-			pm.byStrategy[i] = m.degraded.WithLabelValues(name, s.String())
-		}
+	for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
+		pm.byStrategy[s] = m.degraded.WithLabelValues(name, s.String())
 	}
 	m.points[name] = pm
 	return pm
