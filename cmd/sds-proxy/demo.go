@@ -57,7 +57,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			"Config":  file.Path,
 		})
 	}
-	err = runProxy(ctx, []string{"-config", *path}, stdout, stderr, onServing)
+	err = runProxy(ctx, []string{"-config", *path}, stderr, onServing)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -39,7 +39,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "run":
-		return runProxy(ctx, args, stdout, stderr, nil)
+		return runProxy(ctx, args, stderr, nil)
 	case "validate":
 		return validate(args, stdout, stderr)
 	case "demo":

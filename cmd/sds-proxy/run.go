@@ -37,7 +37,7 @@ const (
 type serving func(proxyAddr, adminAddr string)
 
 // runProxy runs the proxy until ctx is done or SIGTERM/SIGINT, then drains.
-func runProxy(ctx context.Context, args []string, stdout, stderr io.Writer, onServing serving) error {
+func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing serving) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "sds.yaml", "config file (hot-reloaded)")
