@@ -422,8 +422,15 @@ func (p *Point) draw() bool {
 
 // Call is the ticket of one forwarded request, filled by Enter and
 // consumed by Exit. Keep it with the request (it must not be copied while in
-// use); Timeout and Exit may be called from different goroutines, once
-// Enter has returned.
+// use); Timeout, Exclude and Exit may be called from different goroutines,
+// once Enter has returned.
+//
+// A call's duration, which Timeout and Exit compare with the point's
+// TimeoutThreshold, is the time since Enter less the time Exclude removed:
+//
+//	Enter ──upstream──┬─client─┬──upstream──┬─client─┬─ Exit
+//	                  Exclude(d1)           Exclude(d2)
+//	duration = (Exit − Enter) − d1 − d2
 type Call struct {
 	p     *Point
 	slot  *atomic.Int64 // the in-flight counter this call added itself to
@@ -431,6 +438,9 @@ type Call struct {
 	gen   uint64 // pointState.gen at Enter: counts are dropped after a clear
 	probe bool
 	flags atomic.Uint32
+	// excluded is the time, in nanoseconds, that Exclude removed from the
+	// call's duration.
+	excluded atomic.Int64
 }
 
 const (
@@ -442,14 +452,33 @@ const (
 func (c *Call) reset() {
 	c.p, c.slot, c.probe = nil, nil, false
 	c.flags.Store(0)
+	c.excluded.Store(0)
+}
+
+// Exclude removes d from the call's duration: time the call spent waiting
+// on its client (a slow upload, a slow reader), which must never count as
+// the upstream's slowness. A d of 0 or less does nothing.
+func (c *Call) Exclude(d time.Duration) {
+	if d > 0 {
+		c.excluded.Add(int64(d))
+	}
+}
+
+// Duration returns the call's duration at now: the time since Enter less
+// what Exclude removed. It is 0 for a Call that Enter did not fill.
+func (c *Call) Duration(now time.Time) time.Duration {
+	if c.p == nil {
+		return 0
+	}
+	return now.Sub(c.begin) - time.Duration(c.excluded.Load())
 }
 
 // Timeout counts the call's timeout at now, once, if the call is still in
-// flight and has run for the point's TimeoutThreshold or longer. It reports
-// whether it counted. Exit does not count the same call again.
+// flight and its Duration is the point's TimeoutThreshold or longer. It
+// reports whether it counted. Exit does not count the same call again.
 func (c *Call) Timeout(now time.Time) bool {
 	p := c.p
-	if p == nil || p.s.TimeoutThreshold <= 0 || now.Sub(c.begin) < p.s.TimeoutThreshold {
+	if p == nil || p.s.TimeoutThreshold <= 0 || c.Duration(now) < p.s.TimeoutThreshold {
 		return false
 	}
 	if !c.flags.CompareAndSwap(0, callTimedOut) {
@@ -462,7 +491,7 @@ func (c *Call) Timeout(now time.Time) bool {
 }
 
 // Exit records how the call ended at now and frees its concurrency slot. A
-// call that ran TimeoutThreshold or longer is a timeout unless Timeout
+// call whose Duration is TimeoutThreshold or longer is a timeout unless Timeout
 // already counted it. Exit on a Call that Enter did not fill, or a second
 // Exit, does nothing. A probe's Exit ends the delay (returning
 // EventDelayEnded) when the call had no exception and no timeout; after a
@@ -487,7 +516,7 @@ func (c *Call) Exit(now time.Time, o Outcome) Events {
 	st := p.st
 	var exc, to int64
 	timedOut := old&callTimedOut != 0
-	if !timedOut && p.s.TimeoutThreshold > 0 && now.Sub(c.begin) >= p.s.TimeoutThreshold {
+	if !timedOut && p.s.TimeoutThreshold > 0 && c.Duration(now) >= p.s.TimeoutThreshold {
 		to, timedOut = 1, true
 	}
 	if o == Failed {

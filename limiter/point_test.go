@@ -231,6 +231,38 @@ func TestTimeout(t *testing.T) {
 			t.Errorf("Timeout after Exit = true, want false")
 		}
 	})
+	t.Run("time excluded as the client's is not the call's", func(t *testing.T) {
+		for _, tc := range []struct {
+			name     string
+			excluded time.Duration // removed from a call of 2*tt
+			timeout  bool
+		}{
+			{"nothing excluded", 0, true},
+			{"duration threshold exactly", tt, true},
+			{"duration threshold-1ns", tt + 1, false},
+			{"all but nothing", 2 * tt, false},
+			{"a negative exclusion is ignored", -tt, true},
+		} {
+			p := newP(Off)
+			_, c := enter(p, at(0))
+			c.Exclude(tc.excluded)
+			if got := c.Timeout(at(2 * tt)); got != tc.timeout {
+				t.Errorf("%s: Timeout = %v, want %v (Duration %v)", tc.name, got, tc.timeout, c.Duration(at(2*tt)))
+			}
+			p = newP(Off)
+			_, c = enter(p, at(0))
+			c.Exclude(tc.excluded)
+			c.Exit(at(2*tt), OK)
+			if got, want := counts(p, at(2*tt)).Timeouts, map[bool]int64{true: 1}[tc.timeout]; got != want {
+				t.Errorf("%s: timeouts after Exit = %d, want %d", tc.name, got, want)
+			}
+		}
+		var zero Call
+		zero.Exclude(tt)
+		if got := zero.Duration(at(tt)); got != 0 {
+			t.Errorf("Duration of an empty Call = %v, want 0", got)
+		}
+	})
 	t.Run("timeouts >= count threshold trip", func(t *testing.T) {
 		p := newP(2)
 		_, c := enter(p, at(0))
