@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"io"
 	stdlog "log"
 	"net/http"
 	"net/http/httputil"
@@ -112,19 +111,28 @@ func (h *Handler) Points() []*Point { return h.current.Load().Points }
 // call is the state of one request on a point, from Enter to Exit. It
 // travels in the request context to the ReverseProxy hooks.
 type call struct {
+	h       *Handler
 	snap    *snapshot
 	point   *Point
 	lim     limiter.Call
 	verdict limiter.Verdict
 	outcome limiter.Outcome
-	exited  bool      // exit has run (a stream exits at its headers)
-	status  int       // status answered to the client (access log)
-	started time.Time // when the upstream call began
-	// deadline cuts the call at the point's UpstreamTimeout; nil without one.
-	deadline *time.Timer
+	exited  bool // exit has run (a stream exits at its headers)
+	status  int  // status answered to the client (access log)
+	// clock measures the upstream time (clock.go); cancel cuts the call
+	// when its UpstreamTimeout passes.
+	clock  upstreamClock
+	cancel context.CancelCauseFunc
 	// grpc is the upstream's gRPC response, whose trailers are read once
 	// the stream has been copied; nil for other responses.
 	grpc *http.Response
+	// reqBody and respBody wrap the request and response bodies; they
+	// live here so that wrapping allocates nothing.
+	reqBody  clientBody
+	respBody upstreamBody
+	// upstreamFailed: a read of the upstream's response body failed. Only
+	// the request's goroutine, which copies the body, touches it.
+	upstreamFailed bool
 
 	// bodyFailed: the client's request body failed to read. Atomic: the
 	// transport reads the body on its own goroutine, which can outlive the
@@ -142,7 +150,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.rp.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	c := &call{snap: s, point: p}
+	c := &call{h: h, snap: s, point: p}
 	pressure := s.PressureTestHeader != "" && isTrue(r.Header.Get(s.PressureTestHeader))
 	now := h.now()
 	c.verdict = p.Limiter.Enter(&c.lim, now, pressure)
@@ -169,39 +177,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // whose body fails mid-copy by panicking with http.ErrAbortHandler).
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	p := c.point
-	ctx := context.WithValue(r.Context(), callKey{}, c)
-	if p.UpstreamTimeout > 0 {
-		// A timer rather than a context deadline, so that a stream can
-		// stop it at its response headers, where its call ends.
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		c.deadline = time.AfterFunc(p.UpstreamTimeout, func() { cancel(errUpstreamTimeout) })
-		defer c.deadline.Stop()
-	}
+	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), callKey{}, c))
+	defer cancel(nil)
+	c.cancel = cancel
 	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &clientBody{ReadCloser: r.Body, c: c}
+		c.reqBody = clientBody{ReadCloser: r.Body, c: c}
+		r.Body = &c.reqBody
 	}
-	c.started = h.now()
-	if threshold := p.Limiter.TimeoutThreshold(); threshold > 0 {
-		timer := time.AfterFunc(threshold, func() {
-			if c.lim.Timeout(h.now()) {
-				p.metrics.timeouts.Inc()
-			}
-		})
-		defer timer.Stop()
-	}
+	c.startClock(p.Limiter.TimeoutThreshold(), p.UpstreamTimeout)
 	completed := false
 	defer func() {
-		if !completed {
-			// An aborted copy: the client went away, or the upstream did.
-			c.outcome = limiter.Failed
-			if r.Context().Err() != nil {
-				c.outcome = limiter.Canceled
-			}
+		if !completed || c.upstreamFailed {
+			h.aborted(r, ctx, c)
 		}
-		h.exit(c)
-		h.access(r, c, c.status, h.now().Sub(c.started))
+		took := h.exit(c)
+		h.access(r, c, c.status, took)
 	}()
 	rw := w
 	if c.snap.AccessLog && h.opts.AccessLog != nil {
@@ -218,14 +208,35 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 }
 
-// exit ends c's upstream call in the limiter, once; streams end it early,
-// at their response headers.
-func (h *Handler) exit(c *call) {
+// aborted classifies a copy that ReverseProxy aborted. A failed read of
+// the upstream's body is the upstream's exception (a passed UpstreamTimeout
+// or a body that broke off), unless the client had gone away, which also
+// cuts the upstream read; a failed write to the client is the client's.
+func (h *Handler) aborted(r *http.Request, ctx context.Context, c *call) {
 	if c.exited {
+		return // a stream, whose outcome was its headers'
+	}
+	c.outcome = limiter.Canceled
+	if !c.upstreamFailed || r.Context().Err() != nil {
 		return
 	}
-	c.exited = true
+	c.outcome = limiter.Failed
+	if errors.Is(context.Cause(ctx), errUpstreamTimeout) {
+		c.point.metrics.timeoutErrors.Inc()
+	} else {
+		c.point.metrics.bodyErrors.Inc()
+	}
+}
+
+// exit ends c's upstream call in the limiter, once; streams end it early,
+// at their response headers. It returns the call's upstream time.
+func (h *Handler) exit(c *call) time.Duration {
 	end := h.now()
+	took := c.endClock(end)
+	if c.exited {
+		return took
+	}
+	c.exited = true
 	timedOutBefore := c.lim.Timeout(end) // counts it now if not yet counted
 	if ev := c.lim.Exit(end, c.outcome); ev != 0 {
 		h.logEvents(c.point, c.verdict, ev)
@@ -233,7 +244,8 @@ func (h *Handler) exit(c *call) {
 	if timedOutBefore {
 		c.point.metrics.timeouts.Inc()
 	}
-	c.point.metrics.duration.Observe(end.Sub(c.started).Seconds())
+	c.point.metrics.duration.Observe(took.Seconds())
+	return took
 }
 
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
@@ -257,6 +269,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	if c.point == nil {
 		return nil
 	}
+	c.headers()
 	c.outcome = limiter.OK
 	if resp.StatusCode >= 500 || grpcFailed(resp.Header) {
 		c.outcome = limiter.Failed
@@ -271,11 +284,11 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 		if isGRPCResponse(resp) {
 			c.grpc = resp
 		}
-		if c.deadline != nil {
-			c.deadline.Stop()
-		}
 		h.exit(c)
+		return nil
 	}
+	c.respBody = upstreamBody{ReadCloser: resp.Body, c: c}
+	resp.Body = &c.respBody
 	return nil
 }
 
@@ -384,21 +397,6 @@ func grpcFailed(h http.Header) bool {
 }
 
 func isTrue(s string) bool { return s == "1" || strings.EqualFold(s, "true") }
-
-// clientBody records a failure to read the client's request body, which is
-// the client's fault and must not count against the upstream.
-type clientBody struct {
-	io.ReadCloser
-	c *call
-}
-
-func (b *clientBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
-		b.c.bodyFailed.Store(true)
-	}
-	return n, err
-}
 
 // statusWriter remembers the status written, for the access log.
 type statusWriter struct {

@@ -30,6 +30,7 @@ const (
 	errorTransport       = "transport"        // refused, reset, EOF
 	errorUpstreamTimeout = "upstream_timeout" // upstreamTimeout passed
 	errorStatus          = "status_5xx"       // the service answered 5xx (or a gRPC error)
+	errorBody            = "body"             // the response body broke off mid-copy
 )
 
 // pointMetrics are one point's series, resolved once so the request path
@@ -39,7 +40,8 @@ type pointMetrics struct {
 	byStrategy                        [limiter.LastStrategy + 1]prometheus.Counter // index 0 unused
 	duration                          prometheus.Observer
 	transportErrors, timeoutErrors    prometheus.Counter
-	statusErrors, timeouts            prometheus.Counter
+	statusErrors, bodyErrors          prometheus.Counter
+	timeouts                          prometheus.Counter
 }
 
 // NewMetrics registers the proxy's metrics on reg. points is read at
@@ -53,11 +55,11 @@ func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
 			Name: "sds_degraded_total", Help: "Degraded (or, in shadow mode, would-be degraded) requests by strategy.",
 		}, []string{"point", "strategy"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sds_upstream_duration_seconds", Help: "Duration of forwarded upstream calls, to the end of the response (to the headers for streams).",
+			Name: "sds_upstream_duration_seconds", Help: "Upstream time of forwarded calls, to the end of the response (to the headers for streams), without the time spent waiting on the client.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"point"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_upstream_errors_total", Help: "Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx).",
+			Name: "sds_upstream_errors_total", Help: "Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx, body).",
 		}, []string{"point", "kind"}),
 		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sds_timeouts_total", Help: "Upstream calls that passed the point's timeoutThreshold.",
@@ -109,6 +111,7 @@ func (m *Metrics) forPoint(name string) *pointMetrics {
 		transportErrors: m.errors.WithLabelValues(name, errorTransport),
 		timeoutErrors:   m.errors.WithLabelValues(name, errorUpstreamTimeout),
 		statusErrors:    m.errors.WithLabelValues(name, errorStatus),
+		bodyErrors:      m.errors.WithLabelValues(name, errorBody),
 		timeouts:        m.timeouts.WithLabelValues(name),
 	}
 	for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {

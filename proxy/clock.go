@@ -1,0 +1,238 @@
+package proxy
+
+import (
+	"io"
+	"sync"
+	"time"
+)
+
+// The upstream clock of one call (README, "Upstream time"). It measures
+// the service's time only, so that no client can trip a point by being
+// slow:
+//
+//	Enter ─────request────────────────┬──response──────────────────── exit
+//	  runs, but stops while the       │ stops, but runs while the
+//	  transport waits on a read of    │ proxy waits on a read of the
+//	  the client's request body       │ upstream's response body
+//	                                  headers
+//
+// Time it stops is given to the limiter with Call.Exclude, so the call's
+// Duration is the upstream time. One timer per call fires at the next
+// pending alarm in upstream time: the timeout threshold (the timeout is
+// counted in flight) and the point's UpstreamTimeout (the call is cut). A
+// timer that fires while the clock is stopped is re-armed when it runs
+// again, for what remains.
+
+// clockPhase is where a call stands on its way through the upstream.
+type clockPhase uint8
+
+const (
+	phaseRequest  clockPhase = iota // waiting for the response headers
+	phaseResponse                   // copying the response body
+	phaseEnded                      // exited; the clock is read no more
+)
+
+// upstreamClock is a call's upstream clock. Its zero value is a running
+// clock in phaseRequest with no alarm. Its methods are safe for concurrent
+// use: the transport reads the request body on a goroutine of its own, and
+// the timer fires on another.
+type upstreamClock struct {
+	mu       sync.Mutex
+	phase    clockPhase
+	stopped  bool
+	since    time.Time   // when the clock stopped; meaningful while stopped
+	timer    *time.Timer // nil without alarms
+	armed    bool        // the timer is pending
+	timeout  time.Duration // upstream time at which to count the timeout; 0: none pending
+	deadline time.Duration // upstream time at which to cut the call; 0: none pending
+	took     time.Duration // the upstream time, once phaseEnded
+}
+
+// startClock arms c's alarms, in upstream time: the point's timeout
+// threshold and UpstreamTimeout (0 for either means none). It runs before
+// the upstream call, on the request's goroutine.
+func (c *call) startClock(threshold, deadline time.Duration) {
+	k := &c.clock
+	k.mu.Lock() // the timer may fire before AfterFunc returns
+	defer k.mu.Unlock()
+	k.timeout, k.deadline = threshold, deadline
+	if next := k.next(0); next > 0 {
+		k.timer = time.AfterFunc(next, c.alarm)
+		k.armed = true
+	}
+}
+
+// next returns how long after spent the next pending alarm is due, or 0
+// when none is pending.
+func (k *upstreamClock) next(spent time.Duration) time.Duration {
+	var next time.Duration
+	for _, at := range [2]time.Duration{k.timeout, k.deadline} {
+		if at > 0 && (next == 0 || at-spent < next) {
+			next = max(at-spent, 1)
+		}
+	}
+	return next
+}
+
+// alarm runs on the timer's goroutine: it counts the timeout and cuts the
+// call when their upstream time has come, and re-arms for the rest.
+func (c *call) alarm() {
+	now := c.h.now()
+	k := &c.clock
+	k.mu.Lock()
+	k.armed = false
+	if k.phase == phaseEnded || k.stopped {
+		k.mu.Unlock() // a stopped clock re-arms when it runs again
+		return
+	}
+	spent := c.lim.Duration(now)
+	timedOut := k.timeout > 0 && spent >= k.timeout
+	if timedOut {
+		k.timeout = 0
+	}
+	cut := k.deadline > 0 && spent >= k.deadline
+	if cut {
+		k.deadline = 0
+	}
+	k.arm(spent)
+	counted := timedOut && c.lim.Timeout(now)
+	k.mu.Unlock()
+	if counted {
+		c.point.metrics.timeouts.Inc()
+	}
+	if cut {
+		c.cancel(errUpstreamTimeout)
+	}
+}
+
+// arm sets the timer for the next pending alarm after spent. Call with
+// k.mu held.
+func (k *upstreamClock) arm(spent time.Duration) {
+	if next := k.next(spent); next > 0 && k.timer != nil {
+		k.timer.Reset(next)
+		k.armed = true
+	}
+}
+
+// stop stops the clock at now, if it runs. Call with k.mu held.
+func (k *upstreamClock) stop(now time.Time) {
+	if !k.stopped {
+		k.stopped, k.since = true, now
+	}
+}
+
+// run starts the clock again at now, handing the time it stood still to
+// the limiter, and re-arms a timer that fired meanwhile. Call with c.clock.mu
+// held.
+func (c *call) run(now time.Time) {
+	k := &c.clock
+	if !k.stopped {
+		return
+	}
+	k.stopped = false
+	c.lim.Exclude(now.Sub(k.since))
+	if !k.armed && k.phase != phaseEnded {
+		k.arm(c.lim.Duration(now))
+	}
+}
+
+// clientRead brackets a read of the client's request body: before is true
+// as it starts, false once it returned. The clock stops meanwhile while the
+// call waits for its response headers; afterwards reads of a body still
+// streaming (a bidirectional stream) change nothing.
+func (c *call) clientRead(before bool) {
+	now := c.h.now()
+	k := &c.clock
+	k.mu.Lock()
+	if k.phase == phaseRequest {
+		if before {
+			k.stop(now)
+		} else {
+			c.run(now)
+		}
+	}
+	k.mu.Unlock()
+}
+
+// headers marks the arrival of the response headers: from here the clock
+// runs only while the proxy reads the upstream's body.
+func (c *call) headers() {
+	now := c.h.now()
+	k := &c.clock
+	k.mu.Lock()
+	if k.phase == phaseRequest {
+		k.phase = phaseResponse
+		k.stop(now)
+	}
+	k.mu.Unlock()
+}
+
+// upstreamRead brackets a read of the upstream's response body, like
+// clientRead.
+func (c *call) upstreamRead(before bool) {
+	now := c.h.now()
+	k := &c.clock
+	k.mu.Lock()
+	if k.phase == phaseResponse {
+		if before {
+			c.run(now)
+		} else {
+			k.stop(now)
+		}
+	}
+	k.mu.Unlock()
+}
+
+// endClock ends the clock at now, once: the time it has stood still since
+// it last ran is the client's, and no alarm fires after it. It returns the
+// call's upstream time, the same on every call.
+func (c *call) endClock(now time.Time) time.Duration {
+	k := &c.clock
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.phase != phaseEnded {
+		c.run(now)
+		k.phase = phaseEnded
+		k.took = c.lim.Duration(now)
+		if k.timer != nil {
+			k.timer.Stop()
+		}
+	}
+	return k.took
+}
+
+// clientBody is the client's request body as the transport reads it: its
+// reads stop the upstream clock, and a failure to read it is recorded as
+// the client's fault, which must not count against the upstream.
+type clientBody struct {
+	io.ReadCloser
+	c *call
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	b.c.clientRead(true)
+	n, err := b.ReadCloser.Read(p)
+	b.c.clientRead(false)
+	if err != nil && err != io.EOF {
+		b.c.bodyFailed.Store(true)
+	}
+	return n, err
+}
+
+// upstreamBody is the upstream's response body as ReverseProxy copies it:
+// the upstream clock runs during its reads only, and a read that fails is
+// recorded as the upstream's failure (unless the client went away first).
+type upstreamBody struct {
+	io.ReadCloser
+	c *call
+}
+
+func (b *upstreamBody) Read(p []byte) (int, error) {
+	b.c.upstreamRead(true)
+	n, err := b.ReadCloser.Read(p)
+	b.c.upstreamRead(false)
+	if err != nil && err != io.EOF {
+		b.c.upstreamFailed = true
+	}
+	return n, err
+}
