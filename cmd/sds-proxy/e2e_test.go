@@ -167,8 +167,16 @@ type process struct {
 // after 10s, Wait; and logs its output if the test failed.
 func startProcess(t *testing.T, name string, args ...string) *process {
 	t.Helper()
+	return startProcessIn(t, "", name, args...)
+}
+
+// startProcessIn is startProcess in the working directory dir ("": the
+// test's own).
+func startProcessIn(t *testing.T, dir, name string, args ...string) *process {
+	t.Helper()
 	p := &process{name: name, stdout: newLineLog(), stderr: newLineLog(), exited: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(binDir, name), args...)
+	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.WaitDelay = 5 * time.Second
 	if err := p.cmd.Start(); err != nil {

@@ -10,10 +10,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,6 +36,8 @@ type serving func(proxyAddr, adminAddr string)
 
 // runProxy runs the proxy until ctx is done or SIGTERM/SIGINT, then drains.
 func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing serving) error {
+	sigs := notifySignals() // first: SIGHUP's default action kills
+	defer sigs.close()
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "sds.yaml", "config file (hot-reloaded)")
@@ -56,14 +56,15 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 
 	log := newLogger(stderr)
 	defer log.Sync()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	sigs.handle(log, stop)
+	log.Info("starting", zap.String("version", version))
 
 	file, watched, err := loadConfig(*path, configGiven, opts)
 	if err != nil {
 		return err
 	}
-
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -146,10 +147,12 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 			}
 		})
 		wg.Go(func() { applyReloads(watchCtx, w, handler, metrics, status, log) })
-		wg.Go(func() { forwardSIGHUP(watchCtx, w, log) })
+		sigs.serving(w.Reload)
+	} else {
+		sigs.serving(nil)
 	}
 
-	ready.Store(true)
+	ready.Store(ctx.Err() == nil) // a SIGTERM during start-up drains at once
 	log.Info("serving", zap.String("proxy_addr", proxyLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
 		zap.String("upstream", file.Upstream), zap.String("config", file.Path), zap.Int("points", len(file.Points)),
 		zap.String("version", version))
@@ -162,6 +165,7 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 	case <-ctx.Done():
 	case runErr = <-serveErr:
 	}
+	sigs.draining()
 	// SPEC §2's order: stop accepting, fail /readyz, drain. Shutdown
 	// closes the listener first and then runs its OnShutdown hooks.
 	proxySrv.RegisterOnShutdown(func() { ready.Store(false) })
@@ -233,22 +237,6 @@ func applyReloads(ctx context.Context, w *config.Watcher, h *proxy.Handler, m *p
 			zap.Bool("forced", res.Forced))
 		if len(res.Change.NeedsRestart) > 0 {
 			log.Warn("config change needs a restart to apply", zap.Strings("settings", res.Change.NeedsRestart))
-		}
-	}
-}
-
-// forwardSIGHUP turns each SIGHUP into a forced reload.
-func forwardSIGHUP(ctx context.Context, w *config.Watcher, log *zap.Logger) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			log.Info("SIGHUP: reloading the config")
-			w.Reload()
 		}
 	}
 }

@@ -21,6 +21,8 @@
 //	?close=1      hijack the connection and close it without a response
 //	?status=503   answer this status (with ?body, or a short text)
 //	?body=N       answer N bytes of body ('x' repeated)
+//	?cut=M        with ?body=N (M < N): promise N bytes, send M, then drop
+//	              the connection (a body that breaks off mid-copy)
 //
 // and the streaming routes:
 //
@@ -269,11 +271,12 @@ type knobs struct {
 	close  bool
 	status int // 0: not given
 	body   int // -1: not given
+	cut    int // -1: not given; else the bytes sent before the body breaks off
 }
 
 func (h *Handler) parseKnobs(r *http.Request) (knobs, error) {
 	q := r.URL.Query()
-	k := knobs{body: -1}
+	k := knobs{body: -1, cut: -1}
 	var err error
 	if s := q.Get("sleep"); s != "" {
 		if k.sleep, err = h.parseWait("sleep", s); err != nil {
@@ -292,6 +295,12 @@ func (h *Handler) parseKnobs(r *http.Request) (knobs, error) {
 		k.body, err = strconv.Atoi(s)
 		if err != nil || k.body < 0 || k.body > h.maxBody {
 			return k, fmt.Errorf("body=%q: want a byte count 0-%d", s, h.maxBody)
+		}
+	}
+	if s := q.Get("cut"); s != "" {
+		k.cut, err = strconv.Atoi(s)
+		if err != nil || k.cut < 0 || k.cut >= k.body {
+			return k, fmt.Errorf("cut=%q: want a byte count below body=N", s)
 		}
 	}
 	return k, nil
@@ -322,13 +331,21 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, k knobs) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(k.body))
 	w.WriteHeader(status)
-	chunk := []byte(strings.Repeat("x", min(k.body, 32<<10)))
-	for n := k.body; n > 0; {
+	send := k.body
+	if k.cut >= 0 {
+		send = k.cut
+	}
+	chunk := []byte(strings.Repeat("x", min(send, 32<<10)))
+	for n := send; n > 0; {
 		m, err := w.Write(chunk[:min(n, len(chunk))])
 		if err != nil {
 			return
 		}
 		n -= m
+	}
+	if k.cut >= 0 {
+		http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler) // the server drops the connection
 	}
 }
 

@@ -42,6 +42,8 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/x?status=abc", 400, "text/plain; charset=utf-8", "status"},
 		{"GET", "/x?body=-1", 400, "text/plain; charset=utf-8", "body"},
 		{"GET", "/x?body=999999999", 400, "text/plain; charset=utf-8", "body"},
+		{"GET", "/x?body=10&cut=10", 400, "text/plain; charset=utf-8", "cut"},
+		{"GET", "/x?cut=1", 400, "text/plain; charset=utf-8", "cut"},
 		{"GET", "/x?sleep=-1s", 400, "text/plain; charset=utf-8", "sleep"},
 		{"GET", "/x?sleep=1h", 400, "text/plain; charset=utf-8", "sleep"},
 		{"GET", "/sse?events=-1", 400, "text/plain; charset=utf-8", "events"},
@@ -264,6 +266,23 @@ func TestCloseConnection(t *testing.T) {
 	}
 	if !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "EOF") && !strings.Contains(err.Error(), "reset") {
 		t.Errorf("close=1: got %v, want an EOF or reset", err)
+	}
+}
+
+func TestCutBody(t *testing.T) {
+	h := New(Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer h.Close()
+	resp, err := srv.Client().Get(srv.URL + "/x?body=100000&cut=40000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if resp.ContentLength != 100000 || n != 40000 || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("body=100000&cut=40000: got Content-Length %d, %d bytes and %v, want 100000, 40000 and %v",
+			resp.ContentLength, n, err, io.ErrUnexpectedEOF)
 	}
 }
 
