@@ -40,9 +40,9 @@ type upstreamClock struct {
 	mu       sync.Mutex
 	phase    clockPhase
 	stopped  bool
-	since    time.Time   // when the clock stopped; meaningful while stopped
-	timer    *time.Timer // nil without alarms
-	armed    bool        // the timer is pending
+	since    time.Time     // when the clock stopped; meaningful while stopped
+	timer    *time.Timer   // nil without alarms
+	armed    bool          // the timer is pending
 	timeout  time.Duration // upstream time at which to count the timeout; 0: none pending
 	deadline time.Duration // upstream time at which to cut the call; 0: none pending
 	took     time.Duration // the upstream time, once phaseEnded
