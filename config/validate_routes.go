@@ -116,6 +116,10 @@ func (c *checker) match(n int, r Route) {
 			c.p.add(c.val(l), "route %d: %s %q contains ? or #, but a path never does (the query is not matched); remove it", n, field, v)
 		case strings.ContainsFunc(v, isSpaceOrControl):
 			c.p.add(c.val(l), "route %d: %s %q contains a space or control character; write it percent-encoded, as clients send it", n, field, v)
+		default:
+			if why := unroutablePath(v); why != "" {
+				c.p.add(c.val(l), "route %d: %s %q %s", n, field, v, why)
+			}
 		}
 	}
 	if l := rl("match.host"); c.d.ok(l) {
@@ -126,6 +130,48 @@ func (c *checker) match(n int, r Route) {
 			c.p.add(c.val(l), "route %d: host %q is not a host name (with an optional :port) such as shop.example; leave out scheme and path", n, r.Host)
 		}
 	}
+}
+
+// unroutablePath says why no request could ever match the route path p,
+// or returns "" when one could. The proxy answers a request whose path
+// holds an encoded slash, a backslash or an invalid escape with 400
+// (README, "Paths are normalised"), before any route is tried.
+func unroutablePath(p string) string {
+	const never = "so no request could match it: the proxy answers such a request 400 before routing"
+	for i := 0; i < len(p); i++ {
+		switch {
+		case p[i] == '\\':
+			return "contains a backslash, " + never
+		case p[i] != '%':
+		case i+2 >= len(p) || !isHexDigit(p[i+1]) || !isHexDigit(p[i+2]):
+			return fmt.Sprintf("has an invalid escape %q: %% must be followed by two hexadecimal digits; write %%25 for a %% itself", p[i:min(i+3, len(p))])
+		case p[i+1] == '2' && (p[i+2] == 'F' || p[i+2] == 'f'):
+			return fmt.Sprintf("contains an encoded slash (%s), %s; write / to match a path separator", p[i:i+3], never)
+		case p[i+1] == '5' && (p[i+2] == 'C' || p[i+2] == 'c'):
+			return fmt.Sprintf("contains an encoded backslash (%s), %s", p[i:i+3], never)
+		}
+	}
+	return ""
+}
+
+func isHexDigit(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
+}
+
+// plainPath reports whether the route path p is spelt as the proxy routes
+// it, with no escape, repeated slash or dot segment, so that covers can
+// compare it as written. Other spellings normalise to paths that only the
+// proxy's normaliser knows, and are not judged.
+func plainPath(p string) bool {
+	if strings.Contains(p, "%") || strings.Contains(p, "//") {
+		return false
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // covers reports whether route a matches every request that route b
@@ -145,6 +191,9 @@ func covers(a, b Route) bool {
 				return false
 			}
 		}
+	}
+	if a.Path+a.PathPrefix != "" && (!plainPath(a.Path+a.PathPrefix) || !plainPath(b.Path+b.PathPrefix)) {
+		return false
 	}
 	switch {
 	case a.Path != "":

@@ -215,3 +215,27 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkNormalizePath measures the path normaliser on a path already in
+// normal form (the common case, which must not allocate) and on dirty
+// spellings of it (one allocation, the result), in parallel.
+func BenchmarkNormalizePath(b *testing.B) {
+	for _, bc := range []struct{ name, path string }{
+		{"normal", "/api/orders/7/items"},
+		{"normal-escaped", "/api/a%20b/caf%C3%A9"},
+		{"dot-segments", "/api/./orders/../orders/7//items"},
+		{"encoded-dots", "/soak/%2e%2e/api/orders/7/items"},
+		{"lower-hex", "/api/a%20b/caf%c3%a9"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := proxy.NormalizePath(bc.path); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

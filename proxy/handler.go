@@ -111,9 +111,12 @@ func (h *Handler) Points() []*Point { return h.current.Load().Points }
 // call is the state of one request on a point, from Enter to Exit. It
 // travels in the request context to the ReverseProxy hooks.
 type call struct {
-	h       *Handler
-	snap    *snapshot
-	point   *Point
+	h     *Handler
+	snap  *snapshot
+	point *Point
+	// path is the escaped, normalised path the request was routed by,
+	// which the upstream receives; "" when it is the request's own.
+	path    string
 	lim     limiter.Call
 	verdict limiter.Verdict
 	outcome limiter.Outcome
@@ -144,13 +147,18 @@ type callKey struct{}
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.current.Load()
-	p := route(s.Routes, r)
+	path, rewritten, err := requestPath(r)
+	if err != nil {
+		badPath(w, err)
+		return
+	}
+	p := route(s.Routes, r, path)
 	if p == nil {
-		ctx := context.WithValue(r.Context(), callKey{}, &call{snap: s})
+		ctx := context.WithValue(r.Context(), callKey{}, &call{snap: s, path: rewritten})
 		h.rp.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	c := &call{h: h, snap: s, point: p}
+	c := &call{h: h, snap: s, point: p, path: rewritten}
 	pressure := s.PressureTestHeader != "" && isTrue(r.Header.Get(s.PressureTestHeader))
 	now := h.now()
 	c.verdict = p.Limiter.Enter(&c.lim, now, pressure)
@@ -250,6 +258,9 @@ func (h *Handler) exit(c *call) time.Duration {
 
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	c := pr.In.Context().Value(callKey{}).(*call)
+	if c.path != "" {
+		setPath(pr.Out.URL, c.path) // before SetURL, which joins it to the upstream's
+	}
 	pr.SetURL(c.snap.Upstream)
 	pr.Out.Host = pr.In.Host
 	if c.snap.ForwardedHeaders {

@@ -1,43 +1,80 @@
 package proxy
 
 import (
-	"net"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
 // Route maps matching requests to a point. Every field set must match; a
-// Route with no field set matches every request.
+// Route with no field set matches every request. Build it with NewRoute,
+// which puts its paths in normal form; a Route literal whose paths are
+// not in normal form never matches the spellings that differ.
 type Route struct {
 	Point *Point
 	// Methods, if not empty, lists the methods that match (exact, upper case).
 	Methods []string
-	// Path, if set, must equal the request path.
+	// Path, if set, must equal the request's path, both escaped and in
+	// normal form (NormalizePath): "/a%20b" matches a request for
+	// "/a%20b", "/x/../a%20b" or "//a%20b", never one for "/a+b".
 	Path string
 	// PathPrefix, if set, must be the request path or a prefix of it that
-	// ends at a segment boundary: "/api/orders" matches "/api/orders" and
-	// "/api/orders/7", not "/api/orders-admin". A prefix ending in "/"
-	// matches whatever follows it.
+	// ends at a segment boundary, compared as Path is: "/api/orders"
+	// matches "/api/orders" and "/api/orders/7", not "/api/orders-admin".
+	// A prefix ending in "/" matches whatever follows it.
 	PathPrefix string
-	// Host, if set, must equal the request's host (case-insensitive, port
-	// ignored).
+	// Host, if set, must name the request's host: case-insensitive, a
+	// trailing dot ignored, an IPv6 literal with or without brackets
+	// ("::1" and "[::1]" are the same). With no port ("shop.example") it
+	// matches any port; with a port ("shop.example:8443") the request's
+	// port must be that one, where a request whose Host carries no port
+	// has its scheme's default (80, or 443 over TLS).
 	Host string
 }
 
-// matches reports whether r falls under the route.
-func (rt *Route) matches(r *http.Request) bool {
-	if len(rt.Methods) > 0 && !contains(rt.Methods, r.Method) {
+// NewRoute returns r with Path and PathPrefix in normal form
+// (NormalizePath), so that a route matches whichever spelling of its path
+// the user wrote. It fails on a path that NormalizePath rejects (an
+// encoded slash, a backslash, an invalid escape): no request could match it.
+func NewRoute(r Route) (Route, error) {
+	for _, p := range []*string{&r.Path, &r.PathPrefix} {
+		if *p == "" {
+			continue
+		}
+		norm, err := NormalizePath(*p)
+		if err != nil {
+			return Route{}, fmt.Errorf("route path %q: %w", *p, err)
+		}
+		*p = norm
+	}
+	return r, nil
+}
+
+// target is what routing reads of one request, worked out once.
+type target struct {
+	method string
+	path   string // escaped, in normal form
+	host   string // without brackets or a trailing dot
+	port   string // the Host header's port, or the scheme's default
+}
+
+// matches reports whether t falls under the route.
+func (rt *Route) matches(t *target) bool {
+	if len(rt.Methods) > 0 && !contains(rt.Methods, t.method) {
 		return false
 	}
-	path := r.URL.Path
-	if rt.Path != "" && path != rt.Path {
+	if rt.Path != "" && t.path != rt.Path {
 		return false
 	}
-	if rt.PathPrefix != "" && !hasPathPrefix(path, rt.PathPrefix) {
+	if rt.PathPrefix != "" && !hasPathPrefix(t.path, rt.PathPrefix) {
 		return false
 	}
-	if rt.Host != "" && !strings.EqualFold(hostOnly(r.Host), rt.Host) {
-		return false
+	if rt.Host != "" {
+		host, port := splitHost(rt.Host)
+		if !strings.EqualFold(host, t.host) || port != "" && !samePort(port, t.port) {
+			return false
+		}
 	}
 	return true
 }
@@ -59,18 +96,100 @@ func hasPathPrefix(path, prefix string) bool {
 	return len(path) == len(prefix) || strings.HasSuffix(prefix, "/") || path[len(prefix)] == '/'
 }
 
-// hostOnly strips a port from a Host header value.
-func hostOnly(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		return h
+// splitHost splits a Host header value (or a route's host) into its name,
+// without IPv6 brackets or one trailing dot, and its port, "" when there is
+// none. A port must be digits; a value that does not parse, such as
+// "[::1]:x", is returned whole as the name, which no route names.
+// "::1", an IPv6 literal without brackets, has no port.
+func splitHost(s string) (host, port string) {
+	name, port := s, ""
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return s, ""
+		}
+		rest := s[end+1:]
+		if rest != "" && (rest[0] != ':' || !isDigits(rest[1:])) {
+			return s, ""
+		}
+		name, port = s[1:end], strings.TrimPrefix(rest, ":")
+	} else if i := strings.IndexByte(s, ':'); i >= 0 && strings.IndexByte(s[i+1:], ':') < 0 {
+		if !isDigits(s[i+1:]) {
+			return s, ""
+		}
+		name, port = s[:i], s[i+1:]
 	}
-	return host
+	return strings.TrimSuffix(name, "."), port
 }
 
-// route returns the point of the first route that matches r, or nil.
-func route(routes []Route, r *http.Request) *Point {
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// samePort reports whether two ports of digits are the same number
+// ("8443" and "08443" are).
+func samePort(a, b string) bool {
+	return strings.TrimLeft(a, "0") == strings.TrimLeft(b, "0")
+}
+
+// requestPath returns the escaped path r is routed by, in normal form, and
+// the same again as rewritten when it differs from the path r carries, for
+// the upstream; rewritten is "" when r's own path is normal. A path that
+// NormalizePath rejects is returned as err. "*" (OPTIONS *) is routed as it
+// is, and an empty path as "/".
+func requestPath(r *http.Request) (path, rewritten string, err error) {
+	esc := r.URL.EscapedPath()
+	switch esc {
+	case "*":
+		return esc, "", nil
+	case "":
+		return "/", "", nil
+	}
+	path, err = NormalizePath(esc)
+	if err != nil || path == esc {
+		return path, "", err
+	}
+	return path, path, nil
+}
+
+// badPath answers a request whose path NormalizePath rejected: 400 with a
+// one-line plain-text reason. Nothing reaches the upstream or a point.
+func badPath(w http.ResponseWriter, err error) {
+	http.Error(w, "400 Bad Request: "+err.Error(), http.StatusBadRequest)
+}
+
+// setPath gives the outgoing request the escaped path path (in normal
+// form), keeping URL.Path and URL.RawPath consistent; the query is left
+// as it is.
+func setPath(u *url.URL, path string) {
+	decoded, err := url.PathUnescape(path)
+	if err != nil {
+		return // not reached: a normal path's escapes are all valid
+	}
+	u.Path, u.RawPath = decoded, path
+}
+
+// route returns the point of the first route that matches r, whose escaped
+// path in normal form is path (requestPath), or nil.
+func route(routes []Route, r *http.Request, path string) *Point {
+	if len(routes) == 0 {
+		return nil
+	}
+	t := target{method: r.Method, path: path}
+	t.host, t.port = splitHost(r.Host)
+	if t.port == "" {
+		t.port = "80"
+		if r.TLS != nil {
+			t.port = "443"
+		}
+	}
 	for i := range routes {
-		if routes[i].matches(r) {
+		if routes[i].matches(&t) {
 			return routes[i].Point
 		}
 	}

@@ -52,14 +52,20 @@ func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
 		byName[cp.Name] = p
 		cfg.Points = append(cfg.Points, p)
 	}
-	for _, r := range f.Routes {
+	for i, r := range f.Routes {
 		p, ok := byName[r.Point]
 		if !ok {
 			return nil, fmt.Errorf("route names unknown point %q", r.Point)
 		}
-		cfg.Routes = append(cfg.Routes, proxy.Route{
+		// NewRoute puts the paths in the normal form requests are routed
+		// by, so that whichever spelling the file uses matches.
+		rt, err := proxy.NewRoute(proxy.Route{
 			Point: p, Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host,
 		})
+		if err != nil {
+			return nil, fmt.Errorf("route %d: %w", i+1, err)
+		}
+		cfg.Routes = append(cfg.Routes, rt)
 	}
 	return cfg, nil
 }
