@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -21,6 +22,57 @@ const (
 	debounce = 100 * time.Millisecond
 	maxDelay = 500 * time.Millisecond
 )
+
+// PollInterval is how often the file is read while inotify is unavailable
+// (WatchPolling): an edit then applies within about 2s instead of 100ms.
+// A poll reads the file and parses it only when its bytes changed, so an
+// idle proxy pays one read of at most 1 MiB per interval.
+const PollInterval = 2 * time.Second
+
+// inotifyRetry is how long the watcher polls before it tries inotify again.
+// Instances freed by other processes are then taken back within a minute;
+// while they stay used up, a retry costs one failed system call, and is not
+// logged (the mode has not changed).
+const inotifyRetry = time.Minute
+
+// settle is how long a failed read waits before it is confirmed by a second
+// read. A writer that truncates the file and then writes it (shell `>`,
+// many editors' "save in place") leaves it empty or half written for a
+// moment; a failure is reported only when it is still there settle later.
+const settle = 250 * time.Millisecond
+
+// WatchMode is how a Watcher learns that the file changed. The zero value
+// means Run has not started.
+type WatchMode int32
+
+const (
+	// WatchInotify is event-driven: fsnotify watches the file's directory
+	// (inotify on Linux, the system's own mechanism elsewhere).
+	WatchInotify WatchMode = iota + 1
+	// WatchPolling reads the file every PollInterval, because inotify
+	// could not be used: the user's instances or watches are used up
+	// (fs.inotify.max_user_instances is counted per UID per node), or
+	// the event stream failed.
+	WatchPolling
+)
+
+// String returns "inotify", "polling", or "" for the zero value.
+func (m WatchMode) String() string {
+	switch m {
+	case WatchInotify:
+		return "inotify"
+	case WatchPolling:
+		return "polling"
+	}
+	return ""
+}
+
+// ModeChange reports that a Watcher now watches in Mode.
+type ModeChange struct {
+	Mode WatchMode
+	// Reason says why inotify was given up; nil for WatchInotify.
+	Reason error
+}
 
 // Result is the outcome of one reload attempt.
 type Result struct {
@@ -48,10 +100,19 @@ type Result struct {
 // and it is valid. When the path is a symlink, the directory of its target
 // is watched too.
 //
+// The watch does not die. When the file's directory is deleted, its
+// nearest existing ancestor is watched until it comes back (see dirWatch).
+// When inotify cannot be used (no instance left, no watch left, the event
+// stream failed), the watcher polls the file every PollInterval, and tries
+// inotify again every minute; ModeChanges says which mode is in force.
+//
 // A Watcher reports on Results: once per attempt that found new content
 // (valid or not) and once per Reload. An unchanged invalid file is
 // reported once, not on every event. A deleted file is reported once and
-// the watch goes on: the file applies again when it comes back.
+// the watch goes on: the file applies again when it comes back. A failed
+// attempt (the file missing, unreadable, empty or invalid) is read again
+// settle (250ms) later, and reported only if it still fails then, so a
+// file seen between its truncation and its writing is not rejected.
 type Watcher struct {
 	path    string
 	opts    Options
@@ -61,6 +122,40 @@ type Watcher struct {
 	failed  string
 	results chan Result
 	reload  chan struct{}
+
+	mode  atomic.Int32             // a WatchMode
+	modes chan ModeChange          // capacity 1: the latest change not yet received
+	start func() (notifier, error) // opens fsnotify; tests make it fail
+	// polled identifies what the previous poll read (a hash of the bytes,
+	// or the read error); "" at the start of each polling period.
+	polled string
+}
+
+// notifier is the part of an fsnotify watcher that Run uses; tests replace
+// it to make inotify fail.
+type notifier interface {
+	Add(dir string) error
+	Remove(dir string) error
+	// WatchList returns the directories watched, without those whose
+	// deletion or move the notifier has read.
+	WatchList() []string
+	Close() error
+	Events() <-chan fsnotify.Event
+	Errors() <-chan error
+}
+
+// fsNotifier is the real notifier.
+type fsNotifier struct{ *fsnotify.Watcher }
+
+func (n fsNotifier) Events() <-chan fsnotify.Event { return n.Watcher.Events }
+func (n fsNotifier) Errors() <-chan error          { return n.Watcher.Errors }
+
+func newFSNotifier() (notifier, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	return fsNotifier{w}, nil
 }
 
 // NewWatcher returns a watcher of the config file at path, parsed with
@@ -78,6 +173,8 @@ func NewWatcher(path string, opts Options, current *File) (*Watcher, error) {
 		boot:    current,
 		results: make(chan Result),
 		reload:  make(chan struct{}, 1),
+		modes:   make(chan ModeChange, 1),
+		start:   newFSNotifier,
 	}
 	w.applied.Store(current)
 	return w, nil
@@ -87,12 +184,22 @@ func NewWatcher(path string, opts Options, current *File) (*Watcher, error) {
 // receives.
 func (w *Watcher) Results() <-chan Result { return w.results }
 
+// ModeChanges returns the channel of watch mode changes. The first comes
+// once Run has chosen its mode. It holds the latest change not yet
+// received, so Run never blocks on it and a slow reader sees the mode in
+// force (skipping changes that were already undone).
+func (w *Watcher) ModeChanges() <-chan ModeChange { return w.modes }
+
+// Mode returns the watch mode in force, 0 before Run chose one. Safe to
+// call from any goroutine.
+func (w *Watcher) Mode() WatchMode { return WatchMode(w.mode.Load()) }
+
 // Current returns the config in force: the last one applied, or the one
 // NewWatcher was given. Safe to call from any goroutine.
 func (w *Watcher) Current() *File { return w.applied.Load() }
 
-// Reload asks Run to re-read the file now (for SIGHUP). It does not block;
-// requests made while one is pending count once.
+// Reload asks Run to re-read the file now (for SIGHUP), in any mode. It
+// does not block; requests made while one is pending count once.
 func (w *Watcher) Reload() {
 	select {
 	case w.reload <- struct{}{}:
@@ -100,47 +207,60 @@ func (w *Watcher) Reload() {
 	}
 }
 
-// Run watches until ctx is done and then returns nil; it returns an error
-// when the directory cannot be watched. It re-reads the file once at the
-// start, in case it changed since it was loaded.
+// Run watches until ctx is done and then returns nil. It never returns
+// before: when inotify fails it polls instead (see Watcher). It re-reads
+// the file once at the start, and each time it changes modes, in case it
+// changed unseen.
 func (w *Watcher) Run(ctx context.Context) error {
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watching %s: %w", w.path, err)
+	for ctx.Err() == nil {
+		reason := w.runInotify(ctx)
+		if reason == nil {
+			break
+		}
+		w.setMode(WatchPolling, reason)
+		w.poll(ctx, inotifyRetry)
 	}
-	defer fw.Close()
-	dir := filepath.Dir(w.path)
-	if err := fw.Add(dir); err != nil {
-		return fmt.Errorf("watching %s: %w", dir, err)
-	}
-	target := ""
-	follow := func() {
-		real, err := filepath.EvalSymlinks(w.path)
-		if err != nil {
-			return
-		}
-		td := filepath.Dir(real)
-		if td == dir || td == target {
-			return
-		}
-		if target != "" {
-			_ = fw.Remove(target) // gone already when its directory was deleted
-		}
-		target = ""
-		if fw.Add(td) == nil {
-			target = td
-		}
-	}
-	return w.loop(ctx, fw.Events, fw.Errors, follow)
+	return nil
 }
 
-// loop is Run's event loop, apart from fsnotify: an event (re)starts the
-// debounce timer, the timer or a Reload re-reads the file. follow runs
-// before each read, so that the directory of a symlink's current target is
-// watched before its content is read; nil does nothing.
-func (w *Watcher) loop(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, follow func()) error {
-	if follow == nil {
-		follow = func() {}
+// runInotify watches by inotify until ctx is done, and then returns nil,
+// or until inotify fails, and then returns why.
+func (w *Watcher) runInotify(ctx context.Context) error {
+	n, err := w.start()
+	if err != nil {
+		return fmt.Errorf("inotify: %w", err)
+	}
+	defer n.Close()
+	dirs := newDirWatch(n, w.path)
+	if err := dirs.sync(); err != nil {
+		return err
+	}
+	w.setMode(WatchInotify, nil)
+	return w.loop(ctx, n.Events(), n.Errors(), dirs.sync)
+}
+
+// setMode records the mode in force and reports it when it changed.
+func (w *Watcher) setMode(m WatchMode, reason error) {
+	if WatchMode(w.mode.Swap(int32(m))) == m {
+		return
+	}
+	select {
+	case <-w.modes: // replaced by the newer change
+	default:
+	}
+	w.modes <- ModeChange{Mode: m, Reason: reason} // Run is the only sender
+}
+
+// loop is the inotify mode's event loop, apart from fsnotify: an event
+// (re)starts the debounce timer, the timer or a Reload re-reads the file.
+// sync runs before each read, so that the directories whose events matter
+// are watched before the file is read; nil does nothing. loop returns nil
+// when ctx is done, and an error when inotify failed: the event stream
+// ended, it reported an error other than an overflow (or a watch already
+// gone), or sync failed.
+func (w *Watcher) loop(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, sync func() error) error {
+	if sync == nil {
+		sync = func() error { return nil }
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -151,7 +271,7 @@ func (w *Watcher) loop(ctx context.Context, events <-chan fsnotify.Event, errs <
 			return nil
 		case _, ok := <-events:
 			if !ok {
-				return errors.New("watching " + w.path + ": the event stream ended")
+				return errors.New("inotify: the event stream ended")
 			}
 			now := time.Now()
 			if first.IsZero() {
@@ -160,41 +280,93 @@ func (w *Watcher) loop(ctx context.Context, events <-chan fsnotify.Event, errs <
 			timer.Reset(min(debounce, first.Add(maxDelay).Sub(now)))
 		case err, ok := <-errs:
 			if !ok {
-				return errors.New("watching " + w.path + ": the event stream ended")
+				return errors.New("inotify: the event stream ended")
 			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				// Events were lost: re-read as if one came.
+			if errors.Is(err, fsnotify.ErrEventOverflow) || errors.Is(err, syscall.EINVAL) {
+				// Events were lost: re-read as if one came. EINVAL is
+				// fsnotify failing to remove the watch of a directory
+				// that moved and was deleted before the move was read:
+				// the watch is gone either way, and the sync before the
+				// re-read adds the directory again.
 				timer.Reset(0)
 				continue
 			}
-			w.send(ctx, Result{Err: fmt.Errorf("watching %s: %w", w.path, err)})
+			return fmt.Errorf("inotify: %w", err)
 		case <-timer.C:
 			first = time.Time{}
-			follow()
+			if err := sync(); err != nil {
+				return err
+			}
 			w.check(ctx, false)
 		case <-w.reload:
 			timer.Stop()
 			first = time.Time{}
-			follow()
+			if err := sync(); err != nil {
+				w.Reload() // answered by the polling that follows
+				return err
+			}
 			w.check(ctx, true)
 		}
 	}
 }
 
-// check re-reads the file and applies it when it is new and valid.
-func (w *Watcher) check(ctx context.Context, forced bool) {
-	data, err := readFile(w.path, maxFileSize)
-	if errors.Is(err, fs.ErrNotExist) {
-		err = fmt.Errorf("%s is missing; the last good config stays in force until it comes back: %w", w.path, err)
+// poll reads the file now and then every PollInterval, until ctx is done
+// or span has passed. The file is checked when what it read differs from
+// the previous read, or on Reload.
+func (w *Watcher) poll(ctx context.Context, span time.Duration) {
+	tick := time.NewTicker(PollInterval)
+	defer tick.Stop()
+	end := time.NewTimer(span)
+	defer end.Stop()
+	w.polled = ""
+	w.pollOnce(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end.C:
+			return
+		case <-tick.C:
+			w.pollOnce(ctx)
+		case <-w.reload:
+			w.check(ctx, true)
+		}
 	}
-	if err != nil {
-		w.fail(ctx, "read "+err.Error(), err, forced)
+}
+
+// pollOnce checks the file when its bytes (or its read error) differ from
+// the previous poll's.
+func (w *Watcher) pollOnce(ctx context.Context) {
+	data, err := readFile(w.path, maxFileSize)
+	key := "read " + fmt.Sprint(err)
+	if err == nil {
+		sum := sha256.Sum256(data)
+		key = hex.EncodeToString(sum[:])
+	}
+	if key == w.polled {
 		return
 	}
-	f, err := Parse(w.path, data, w.opts)
+	w.polled = key
+	w.check(ctx, false)
+}
+
+// check re-reads the file and applies it when it is new and valid. A
+// failure that would be reported is first confirmed by a second read
+// settle later.
+func (w *Watcher) check(ctx context.Context, forced bool) {
+	f, key, err := w.attempt()
+	if err != nil && (forced || key != w.failed) {
+		t := time.NewTimer(settle)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		f, key, err = w.attempt()
+	}
 	if err != nil {
-		sum := sha256.Sum256(data)
-		w.fail(ctx, hex.EncodeToString(sum[:])+err.Error(), err, forced)
+		w.fail(ctx, key, err, forced)
 		return
 	}
 	prev := w.applied.Load()
@@ -212,6 +384,24 @@ func (w *Watcher) check(ctx context.Context, forced bool) {
 	w.failed = ""
 	w.applied.Store(f)
 	w.send(ctx, Result{File: f, Change: change, Forced: forced})
+}
+
+// attempt reads and parses the file once. On failure, key identifies the
+// failure: the read error, or the bytes read and the parse error.
+func (w *Watcher) attempt() (f *File, key string, err error) {
+	data, err := readFile(w.path, maxFileSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("%s is missing; the last good config stays in force until it comes back: %w", w.path, err)
+	}
+	if err != nil {
+		return nil, "read " + err.Error(), err
+	}
+	f, err = Parse(w.path, data, w.opts)
+	if err != nil {
+		sum := sha256.Sum256(data)
+		return nil, hex.EncodeToString(sum[:]) + err.Error(), err
+	}
+	return f, "", nil
 }
 
 // fail reports a failed attempt, once per distinct failure unless forced.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -228,14 +229,17 @@ func TestInvalidReportedOnce(t *testing.T) {
 	})
 }
 
+// TestWatcherErrors checks that an overflow, or a watch that was already
+// gone, re-reads the file, and that any other error ends the inotify loop
+// with its reason (Run then polls) and is not reported as a rejected
+// config.
 func TestWatcherErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, path := newTestWatcher(t, 1)
 		events := make(chan fsnotify.Event)
 		errs := make(chan error)
-		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error)
-		go func() { done <- w.loop(ctx, events, errs, nil) }()
+		go func() { done <- w.loop(t.Context(), events, errs, nil) }()
 		synctest.Wait()
 
 		writeFile(t, path, configWith(2))
@@ -243,15 +247,16 @@ func TestWatcherErrors(t *testing.T) {
 		if r := <-w.Results(); visits(r) != 2 {
 			t.Errorf("after an overflow: got %+v, want the file re-read", r)
 		}
+		writeFile(t, path, configWith(3))
+		errs <- syscall.EINVAL // a watch already gone: re-sync and re-read
+		if r := <-w.Results(); visits(r) != 3 {
+			t.Errorf("after EINVAL: got %+v, want the file re-read", r)
+		}
 		errs <- errors.New("boom")
-		if r := <-w.Results(); r.Err == nil || !strings.Contains(r.Err.Error(), "boom") {
-			t.Errorf("got %+v, want the watch error reported", r)
+		if err := <-done; err == nil || !strings.Contains(err.Error(), "boom") {
+			t.Errorf("loop: got %v, want the error that ended it", err)
 		}
-		close(events)
-		if err := <-done; err == nil {
-			t.Errorf("loop: got nil after the event stream ended, want an error")
-		}
-		cancel()
+		noResult(t, w)
 	})
 }
 

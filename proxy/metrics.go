@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -20,9 +21,11 @@ type Metrics struct {
 	reloads    *prometheus.CounterVec   // result
 	lastOK     prometheus.Gauge
 	lastOKTime prometheus.Gauge
+	watchMode  *prometheus.GaugeVec // mode
 
-	mu     sync.Mutex
-	points map[string]*pointMetrics
+	mu         sync.Mutex // guards points and watchModes
+	points     map[string]*pointMetrics
+	watchModes []string // the mode labels of watchMode
 }
 
 // Upstream error kinds of sds_upstream_errors_total.
@@ -73,13 +76,20 @@ func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
 		lastOKTime: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sds_config_last_reload_success_timestamp_seconds", Help: "Unix time of the last successful config load.",
 		}),
-		points: make(map[string]*pointMetrics),
+		watchMode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sds_config_watch_mode", Help: "1 for how the config file is watched now (inotify; polling while inotify is unavailable), 0 for the other; all 0 while no file is watched.",
+		}, []string{"mode"}),
+		points:     make(map[string]*pointMetrics),
+		watchModes: []string{"inotify", "polling"},
+	}
+	for _, mode := range m.watchModes {
+		m.watchMode.WithLabelValues(mode)
 	}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
 	m.lastOK.Set(1)
 	m.lastOKTime.SetToCurrentTime()
-	reg.MustRegister(m.requests, m.degraded, m.duration, m.errors, m.timeouts, m.reloads, m.lastOK, m.lastOKTime,
+	reg.MustRegister(m.requests, m.degraded, m.duration, m.errors, m.timeouts, m.reloads, m.lastOK, m.lastOKTime, m.watchMode,
 		&pointCollector{points: points})
 	return m
 }
@@ -94,6 +104,23 @@ func (m *Metrics) Reloaded(ok bool, at time.Time) {
 	m.reloads.WithLabelValues("success").Inc()
 	m.lastOK.Set(1)
 	m.lastOKTime.Set(float64(at.UnixNano()) / 1e9)
+}
+
+// SetWatchMode records how the config file is watched now, "inotify" or
+// "polling": that series of sds_config_watch_mode turns 1 and the others
+// 0. Another name adds a series. Safe for concurrent use.
+func (m *Metrics) SetWatchMode(mode string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !slices.Contains(m.watchModes, mode) {
+		m.watchModes = append(m.watchModes, mode)
+	}
+	for _, other := range m.watchModes {
+		if other != mode {
+			m.watchMode.WithLabelValues(other).Set(0)
+		}
+	}
+	m.watchMode.WithLabelValues(mode).Set(1)
 }
 
 // forPoint returns the series of point name, creating them once.

@@ -141,11 +141,9 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 		if err != nil {
 			return err
 		}
-		wg.Go(func() {
-			if err := w.Run(watchCtx); err != nil {
-				log.Error("config watch stopped", zap.Error(err))
-			}
-		})
+		// Run returns nil once watchCtx is done; inotify failing makes it
+		// poll, which applyReloads reports.
+		wg.Go(func() { _ = w.Run(watchCtx) })
 		wg.Go(func() { applyReloads(watchCtx, w, handler, metrics, status, log) })
 		sigs.serving(w.Reload)
 	} else {
@@ -199,13 +197,25 @@ func loadConfig(path string, given bool, opts config.Options) (*config.File, boo
 }
 
 // applyReloads swaps in each valid config the watcher finds and reports
-// every attempt: one log line each, and the reload metrics.
+// every attempt: one log line each, and the reload metrics. It also
+// reports each change of the watch mode: one log line (a warning with the
+// reason when inotify failed and the file is polled) and
+// sds_config_watch_mode.
 func applyReloads(ctx context.Context, w *config.Watcher, h *proxy.Handler, m *proxy.Metrics, status *reloadStatus, log *zap.Logger) {
 	for {
 		var res config.Result
 		select {
 		case <-ctx.Done():
 			return
+		case c := <-w.ModeChanges():
+			// Readiness does not change: a polled file still reloads.
+			m.SetWatchMode(c.Mode.String())
+			if c.Mode == config.WatchPolling {
+				log.Warn("config watch falls back to polling", zap.Duration("interval", config.PollInterval), zap.Error(c.Reason))
+			} else {
+				log.Info("config watch mode", zap.String("mode", c.Mode.String()))
+			}
+			continue
 		case res = <-w.Results():
 		}
 		now := time.Now()

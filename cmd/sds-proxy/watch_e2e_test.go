@@ -1,0 +1,373 @@
+package main_test
+
+// End-to-end tests of the config watch on a bad day: no inotify instance
+// left for the proxy's UID, the config directory deleted and created
+// again, a writer that leaves the file empty for a moment. They use the
+// helpers of e2e_test.go.
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// nonroot is the UID and GID of distroless's nonroot user, which every
+// such container on a node shares, and so shares its inotify instances.
+const nonroot = 65532
+
+// holderEnv, set in the environment of the test binary, makes
+// TestInotifyHolder hold every inotify instance of the UID it names.
+const holderEnv = "SDS_E2E_HOLD_INOTIFY_UID"
+
+// watchBody is a config body with one catch-all point r whose
+// visitThreshold is v: "0" degrades every request, "1000" none.
+func watchBody(v string) string {
+	return "routes:\n  - point: r\n    match: {}\npoints:\n  r:\n    visitThreshold: " + v + "\n"
+}
+
+// TestInotifyHolder is the child process of TestWatchInotifyExhausted, not
+// a test of its own: run with holderEnv set, it becomes that UID, opens
+// inotify instances until the kernel refuses one, prints "holding N: ERR"
+// and holds them until its standard input closes.
+func TestInotifyHolder(t *testing.T) {
+	uid, err := strconv.Atoi(os.Getenv(holderEnv))
+	if err != nil {
+		t.Skip("the child process of TestWatchInotifyExhausted; runs only with " + holderEnv + " set")
+	}
+	if err := syscall.Setgroups(nil); err != nil {
+		fmt.Printf("setuid failed: setgroups: %v\n", err)
+		return
+	}
+	if err := syscall.Setgid(uid); err != nil {
+		fmt.Printf("setuid failed: setgid: %v\n", err)
+		return
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		fmt.Printf("setuid failed: %v\n", err)
+		return
+	}
+	limit, err := maxUserInstances()
+	if err != nil {
+		fmt.Printf("setuid failed: %v\n", err)
+		return
+	}
+	var fds []int
+	var last error
+	for range limit + 1 { // one more than the limit: the last must fail
+		fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+		if err != nil {
+			last = err
+			break
+		}
+		fds = append(fds, fd)
+	}
+	fmt.Printf("holding %d: %v\n", len(fds), last)
+	io.Copy(io.Discard, os.Stdin) // until the parent closes it
+	for _, fd := range fds {
+		syscall.Close(fd)
+	}
+}
+
+// maxUserInstances reads fs.inotify.max_user_instances.
+func maxUserInstances() (int, error) {
+	b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// holdInotify starts the test binary as TestInotifyHolder for uid, and
+// waits until it holds every inotify instance uid may have. It skips the
+// test when the child cannot become uid. The child is stopped (standard
+// input closed, killed after 5s) and waited for at the test's end.
+func holdInotify(t *testing.T, uid int) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self, "-test.run=^TestInotifyHolder$", "-test.count=1")
+	cmd.Env = append(os.Environ(), holderEnv+"="+strconv.Itoa(uid))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start the inotify holder: %v", err)
+	}
+	exited := make(chan error, 1)
+	t.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		first := ""
+		for sc.Scan() {
+			if first == "" {
+				first = sc.Text()
+				lines <- first
+			}
+		}
+		close(lines)
+		exited <- cmd.Wait() // after its output is read, as Wait closes the pipe
+	}()
+	var line string
+	select {
+	case line = <-lines:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the inotify holder said nothing within 10s")
+	}
+	switch {
+	case strings.HasPrefix(line, "setuid failed"):
+		t.Skipf("the inotify holder cannot become UID %d: %s", uid, line)
+	case !strings.HasPrefix(line, "holding ") || !strings.HasSuffix(line, syscall.EMFILE.Error()):
+		t.Fatalf("inotify holder: got %q, want \"holding N: %v\"", line, syscall.EMFILE)
+	}
+	t.Logf("inotify holder, UID %d: %s", uid, line)
+}
+
+// readableDir returns a new directory that UID nonroot can read, removed
+// at the test's end. t.TempDir's directories are the test's user's only.
+func readableDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sds-watch-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// startProxyAs is startProxy with the proxy running as uid and gid. It
+// skips the test when the process cannot be started with them.
+func startProxyAs(t *testing.T, uid, gid uint32, path string) *proxyProcess {
+	t.Helper()
+	p := &process{name: "sds-proxy", stdout: newLineLog(), stderr: newLineLog(), exited: make(chan struct{})}
+	args := []string{"run", "-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0"}
+	p.cmd = exec.Command(filepath.Join(binDir, "sds-proxy"), args...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
+	p.cmd.WaitDelay = 5 * time.Second
+	if err := p.cmd.Start(); err != nil {
+		t.Skipf("cannot start sds-proxy as UID %d: %v", uid, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("sds-proxy %q output:\n%s\n%s", args, p.stdout, p.stderr)
+		}
+	})
+	pp := &proxyProcess{process: p}
+	e := pp.waitLog(t, 0, 15*time.Second, msgIs("serving"))
+	pp.url = "http://" + fmt.Sprint(e["proxy_addr"])
+	pp.admin = "http://" + fmt.Sprint(e["admin_addr"])
+	return pp
+}
+
+// applied writes the config with visitThreshold v (an editor's rename) and
+// returns how long it took until the proxy answers by it, or fails after
+// timeout.
+func (e *env) applied(v string, timeout time.Duration) time.Duration {
+	e.t.Helper()
+	wantDegraded := v == "0"
+	start := time.Now()
+	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody(v))
+	if !eventually(timeout, func() bool { return (e.get("/r").degraded() != "") == wantDegraded }) {
+		e.t.Fatalf("visitThreshold %s not applied within %v", v, timeout)
+	}
+	return time.Since(start)
+}
+
+// median returns the median of ds, which it sorts.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// countLog counts the log lines at index from or later that match.
+func (p *proxyProcess) countLog(from int, match func(logEntry) bool) int {
+	n := 0
+	for i, line := range strings.Split(p.stderr.String(), "\n") {
+		if e := parseLog(line); i >= from && e != nil && match(e) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestWatchInotifyExhausted runs the proxy as UID 65532 while another
+// process of that UID holds every inotify instance the kernel allows it,
+// as on a busy node of distroless containers. The proxy says once that it
+// polls, in its log and in sds_config_watch_mode, stays ready, and still
+// applies edits (by polling) and SIGHUP.
+func TestWatchInotifyExhausted(t *testing.T) {
+	needBinaries(t)
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: to run the proxy and the inotify holder as UID 65532")
+	}
+	if err := os.Chmod(binDir, 0o755); err != nil { // MkdirTemp made it root's only
+		t.Fatal(err)
+	}
+	e := &env{t: t, dir: readableDir(t)}
+	e.upstream = startUpstream(t)
+	e.config = filepath.Join(e.dir, "sds.yaml")
+	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody("0"))
+	holdInotify(t, nonroot)
+	e.proxy = startProxyAs(t, nonroot, nonroot, e.config)
+	e.client = newClient(t)
+
+	fallback := e.proxy.waitLog(t, 0, 5*time.Second, msgStarts("config watch falls back to polling"))
+	if reason := fmt.Sprint(fallback["error"]); !strings.Contains(reason, syscall.EMFILE.Error()) {
+		t.Errorf("fallback log: got error %q, want %q", reason, syscall.EMFILE.Error())
+	}
+	e.metricIs(1, "sds_config_watch_mode", "mode", "polling")
+	e.metricIs(0, "sds_config_watch_mode", "mode", "inotify")
+	if r := e.getURL(e.proxy.admin + "/readyz"); r.status != 200 {
+		t.Errorf("/readyz while polling: got %v, want 200", r)
+	}
+	if r := e.get("/r"); r.degraded() == "" {
+		t.Fatalf("visitThreshold 0: got %v, want degraded", r)
+	}
+
+	// Edits apply by polling, within about config.PollInterval (2s).
+	var took []time.Duration
+	for i := range 3 {
+		took = append(took, e.applied([]string{"1000", "0"}[i%2], 5*time.Second))
+	}
+	t.Logf("edit applied by polling after %v (median %v)", took, median(took))
+	if m := median(took); m > 3*time.Second {
+		t.Errorf("median time to apply by polling: got %v, want within about 2s", m)
+	}
+
+	// SIGHUP reloads at once; the reload it forces is answered whether or
+	// not a poll saw the edit first.
+	mark := e.proxy.stderr.mark()
+	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody("1000"))
+	e.proxy.cmd.Process.Signal(syscall.SIGHUP)
+	e.proxy.waitLog(t, mark, 3*time.Second, func(l logEntry) bool {
+		return (l["msg"] == "config reloaded" || l["msg"] == "config unchanged") && l["forced"] == true
+	})
+	if r := e.get("/r"); r.degraded() != "" {
+		t.Errorf("after SIGHUP: got %v, want visitThreshold 1000 in force", r)
+	}
+
+	e.metricIs(1, "sds_config_last_reload_successful")
+	e.metricIs(1, "sds_config_watch_mode", "mode", "polling")
+	if r := e.getURL(e.proxy.admin + "/readyz"); r.status != 200 {
+		t.Errorf("/readyz while polling: got %v, want 200", r)
+	}
+	if n := e.proxy.countLog(0, msgStarts("config watch falls back to polling")); n != 1 {
+		t.Errorf("fallback logged %d times, want once", n)
+	}
+}
+
+// TestWatchDirectoryRecreated deletes the config file's directory and
+// creates it again with a new valid file, twice: each new file applies by
+// the watch, which stays on inotify.
+func TestWatchDirectoryRecreated(t *testing.T) {
+	needBinaries(t)
+	e := &env{t: t, dir: t.TempDir()}
+	e.upstream = startUpstream(t)
+	e.config = filepath.Join(e.dir, "conf", "sds.yaml")
+	if err := os.Mkdir(filepath.Dir(e.config), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody("0"))
+	e.proxy = startProxy(t, e.config)
+	e.client = newClient(t)
+	if r := e.get("/r"); r.degraded() == "" {
+		t.Fatalf("visitThreshold 0: got %v, want degraded", r)
+	}
+	for i, v := range []string{"1000", "0"} {
+		mark := e.proxy.stderr.mark()
+		if err := os.RemoveAll(filepath.Dir(e.config)); err != nil {
+			t.Fatal(err)
+		}
+		e.proxy.waitLog(t, mark, 3*time.Second, msgStarts("config rejected"))
+		if err := os.Mkdir(filepath.Dir(e.config), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if took := e.applied(v, 3*time.Second); took > 1500*time.Millisecond {
+			t.Errorf("round %d: the new file applied after %v, want within 1s", i+1, took)
+		}
+	}
+	e.metricIs(1, "sds_config_watch_mode", "mode", "inotify")
+	if n := e.proxy.countLog(0, msgStarts("config watch falls back to polling")); n != 0 {
+		t.Errorf("fallback logged %d times, want never", n)
+	}
+}
+
+// TestWatchTruncatingWriter writes the file the way `>` in a shell does:
+// truncated, and the new content about 100ms later. The empty file is
+// never rejected, and the new content applies. The rounds also measure the
+// time for an edit to apply by the watch.
+func TestWatchTruncatingWriter(t *testing.T) {
+	e := setup(t, "10s", 10, watchBody("0"))
+	header := configHeader(e.upstream, "10s", 10)
+	mark := e.proxy.stderr.mark()
+	var took []time.Duration
+	for i := range 5 {
+		v := []string{"1000", "0"}[i%2]
+		start := time.Now()
+		f, err := os.OpenFile(e.config, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		written := make(chan error, 1)
+		// The pause is the writer's: the file stays empty this long.
+		time.AfterFunc(100*time.Millisecond, func() {
+			_, err := f.WriteString(header + watchBody(v))
+			written <- errors.Join(err, f.Close())
+		})
+		if err := <-written; err != nil {
+			t.Fatal(err)
+		}
+		if !eventually(3*time.Second, func() bool { return (e.get("/r").degraded() != "") == (v == "0") }) {
+			t.Fatalf("round %d: visitThreshold %s not applied within 3s", i+1, v)
+		}
+		took = append(took, time.Since(start))
+	}
+	t.Logf("truncated, written 100ms later, applied after %v (median %v)", took, median(took))
+	if n := e.proxy.countLog(mark, msgStarts("config rejected")); n != 0 {
+		t.Errorf("%d \"config rejected\" lines for a file empty for 100ms, want none", n)
+	}
+	e.metricIs(0, "sds_config_reloads_total", "result", "failure")
+
+	// An editor's rename, for the time an edit takes to apply by the watch.
+	took = took[:0]
+	for i := range 5 {
+		took = append(took, e.applied([]string{"1000", "0"}[i%2], 3*time.Second))
+	}
+	t.Logf("edit applied by inotify after %v (median %v)", took, median(took))
+}
