@@ -337,9 +337,10 @@ func (w *Watcher) poll(ctx context.Context, span time.Duration) {
 // pollOnce checks the file when its bytes (or its read error) differ from
 // the previous poll's.
 func (w *Watcher) pollOnce(ctx context.Context) {
-	data, err := readFile(w.path, maxFileSize)
-	key := "read " + fmt.Sprint(err)
-	if err == nil {
+	var key string
+	if data, err := readFile(w.path, maxFileSize); err != nil {
+		key = "read " + err.Error()
+	} else {
 		sum := sha256.Sum256(data)
 		key = hex.EncodeToString(sum[:])
 	}
