@@ -123,7 +123,7 @@ type call struct {
 	exited  bool // exit has run (a stream exits at its headers)
 	status  int  // status answered to the client (access log)
 	// clock measures the upstream time (clock.go); cancel cuts the call
-	// when its UpstreamTimeout passes.
+	// when its UpstreamTimeout passes (nil without one).
 	clock  upstreamClock
 	cancel context.CancelCauseFunc
 	// grpc is the upstream's gRPC response, whose trailers are read once
@@ -146,6 +146,7 @@ type call struct {
 type callKey struct{}
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	closeIfChunked(w, r)
 	s := h.current.Load()
 	path, rewritten, err := requestPath(r)
 	if err != nil {
@@ -185,9 +186,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // whose body fails mid-copy by panicking with http.ErrAbortHandler).
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	p := c.point
-	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), callKey{}, c))
-	defer cancel(nil)
-	c.cancel = cancel
+	ctx := context.WithValue(r.Context(), callKey{}, c)
+	if p.UpstreamTimeout > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		c.cancel = cancel
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		c.reqBody = clientBody{ReadCloser: r.Body, c: c}
 		r.Body = &c.reqBody
@@ -405,6 +410,19 @@ func isGRPCResponse(resp *http.Response) bool {
 func grpcFailed(h http.Header) bool {
 	s := h.Get("Grpc-Status")
 	return s != "" && s != "0"
+}
+
+// closeIfChunked closes the connection of an HTTP/1 request with a chunked
+// body once it is answered. RFC 9112 §6.1: a request with both
+// Content-Length and Transfer-Encoding may be an attempt at request
+// smuggling, and its connection must be closed. net/http drops the
+// Content-Length of such a request before the handler sees it, so every
+// chunked request's connection is closed; clients that send chunked bodies
+// are rare and lose only the reuse of one connection.
+func closeIfChunked(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 func isTrue(s string) bool { return s == "1" || strings.EqualFold(s, "true") }
