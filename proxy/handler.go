@@ -374,15 +374,20 @@ func (h *Handler) logEvents(p *Point, v limiter.Verdict, ev limiter.Events) {
 	}
 }
 
-// access writes the access log line of a request on a point.
+// access writes the access log line of a request on a point. Its path is
+// the escaped, normalised path the request was routed by.
 func (h *Handler) access(r *http.Request, c *call, status int, upstream time.Duration) {
 	if !c.snap.AccessLog || h.opts.AccessLog == nil {
 		return
 	}
+	path := c.path
+	if path == "" {
+		path = r.URL.EscapedPath()
+	}
 	h.opts.AccessLog.Info("request",
 		zap.String("point", c.point.Name),
 		zap.String("method", r.Method),
-		zap.String("path", r.URL.Path),
+		zap.String("path", path),
 		zap.Int("status", status),
 		zap.String("strategy", c.verdict.Strategy.String()),
 		zap.Bool("degraded", !c.verdict.Allowed),

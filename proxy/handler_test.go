@@ -987,3 +987,26 @@ func TestStreamOutlivesUpstreamTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestAccessLogPath: the access log names the escaped, normalised path the
+// request was routed by, not the spelling the client sent.
+func TestAccessLogPath(t *testing.T) {
+	for _, tc := range []struct{ target, want string }{
+		{"/plain", "/plain"},
+		{"/a/../b//c", "/b/c"},
+		{"/x/%2e/y", "/x/y"},
+		{"/a%20b", "/a%20b"},
+	} {
+		accessLog, logs := rpAccessLog()
+		p := rpPoint(t, "p", nil, proxy.PointOptions{})
+		h, _ := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: rpOK, AccessLog: accessLog})
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, tc.target, nil))
+		lines := logs.All()
+		if len(lines) != 1 {
+			t.Fatalf("%s: got %d access log lines, want 1", tc.target, len(lines))
+		}
+		if got := lines[0].ContextMap()["path"]; got != tc.want {
+			t.Errorf("%s: access log path got %q, want %q", tc.target, got, tc.want)
+		}
+	}
+}
