@@ -2,15 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"io"
+	"os"
 	"time"
 
 	"github.com/caddyserver/certmagic"
-	"github.com/fsnotify/fsnotify"
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/config"
@@ -22,9 +24,10 @@ import (
 // certificates); a client that sends no SNI (a probe dialling the pod IP)
 // gets the default certificate instead of an internal error.
 //
-// A certificate pair from files is reloaded when the files change (watched
-// through their directories, as a mounted Secret is updated by a symlink
-// swap); a pair that fails to load is logged and the old one keeps serving.
+// A certificate pair from files is reloaded when the files' content
+// changes (read every certPoll, so a mounted Secret's symlink swap, a
+// recreated directory and an exhausted inotify are all the same); a pair
+// that fails to load is logged and the old one keeps serving.
 func newTLSConfig(ctx context.Context, t config.TLS, log *zap.Logger) (*tls.Config, error) {
 	var magic *certmagic.Config
 	cache := certmagic.NewCache(certmagic.CacheOptions{
@@ -48,9 +51,7 @@ func newTLSConfig(ctx context.Context, t config.TLS, log *zap.Logger) (*tls.Conf
 		if err := pair.load(ctx); err != nil {
 			return nil, fmt.Errorf("tls: %w", err)
 		}
-		if err := pair.watch(ctx); err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
-		}
+		go pair.poll(ctx)
 	case t.ACME != nil:
 		template.DefaultServerName = t.ACME.Domains[0]
 		magic = certmagic.New(cache, template)
@@ -123,40 +124,56 @@ func (c *certPair) load(ctx context.Context) error {
 	return nil
 }
 
-// certDebounce lets a writer finish both files before they are read.
-const certDebounce = 250 * time.Millisecond
+// certPoll is how often the certificate files are read to find a change.
+// A Kubernetes Secret reaches a mounted volume a minute or so after it
+// changes, so a few seconds more cost nothing, and a poll needs no inotify
+// instance (a shared, often exhausted, per-UID resource) and cannot lose
+// its watch when the directory is replaced.
+const certPoll = 2 * time.Second
 
-// watch reloads the pair after any change in the files' directories, until
-// ctx is done.
-func (c *certPair) watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return err
-	}
-	for _, dir := range []string{filepath.Dir(c.certFile), filepath.Dir(c.keyFile)} {
-		if err := w.Add(dir); err != nil {
-			w.Close()
-			return fmt.Errorf("watching %s: %w", dir, err)
+// poll reloads the pair whenever the files' content differs from the last
+// content read, until ctx is done. A pair read while a writer is between
+// the two files fails to load and is logged; the finished pair differs
+// again and loads at the next poll. A broken pair is logged once.
+func (c *certPair) poll(ctx context.Context) {
+	last := c.contentHash()
+	tick := time.NewTicker(certPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		h := c.contentHash()
+		if h == last {
+			continue
+		}
+		last = h
+		if err := c.load(ctx); err != nil {
+			c.log.Error("certificate reload failed; the previous certificate keeps serving", zap.Error(err))
 		}
 	}
-	go func() {
-		defer w.Close()
-		debounce := time.NewTimer(time.Hour)
-		debounce.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-w.Events:
-				debounce.Reset(certDebounce)
-			case err := <-w.Errors:
-				c.log.Warn("watching the certificate files", zap.Error(err))
-			case <-debounce.C:
-				if err := c.load(ctx); err != nil {
-					c.log.Error("certificate reload failed; the previous certificate keeps serving", zap.Error(err))
-				}
-			}
-		}
-	}()
-	return nil
 }
+
+// contentHash returns a hash of both files' content, or "" when either
+// cannot be read.
+func (c *certPair) contentHash() string {
+	sum := sha256.New()
+	for _, name := range []string{c.certFile, c.keyFile} {
+		f, err := os.Open(name)
+		if err != nil {
+			return ""
+		}
+		_, err = io.Copy(sum, io.LimitReader(f, maxPEMSize))
+		f.Close()
+		if err != nil {
+			return ""
+		}
+	}
+	return hex.EncodeToString(sum.Sum(nil))
+}
+
+// maxPEMSize bounds what contentHash reads of each file, in bytes: a
+// certificate chain is a few KiB.
+const maxPEMSize = 1 << 20

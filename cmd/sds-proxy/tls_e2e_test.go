@@ -119,4 +119,17 @@ func TestTLS(t *testing.T) {
 	if !eventually(5*time.Second, func() bool { return served() == 2 }) {
 		t.Errorf("the rotated certificate (serial 2) was not served within 5s; still serial %d", served())
 	}
+
+	// The directory deleted and made again, as a volume may be: the
+	// certificate in the new one is served.
+	if err := os.RemoveAll(certDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(certDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeCert(t, certDir, 3)
+	if !eventually(5*time.Second, func() bool { return served() == 3 }) {
+		t.Errorf("the certificate in a recreated directory (serial 3) was not served within 5s; still serial %d", served())
+	}
 }
