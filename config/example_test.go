@@ -85,11 +85,7 @@ func ExampleWatcher() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() {
-		if err := w.Run(ctx); err != nil {
-			log.Print(err)
-		}
-	}()
+	go w.Run(ctx)
 	// On SIGHUP: w.Reload()
 	for r := range w.Results() {
 		switch {

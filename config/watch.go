@@ -207,11 +207,10 @@ func (w *Watcher) Reload() {
 	}
 }
 
-// Run watches until ctx is done and then returns nil. It never returns
-// before: when inotify fails it polls instead (see Watcher). It re-reads
-// the file once at the start, and each time it changes modes, in case it
-// changed unseen.
-func (w *Watcher) Run(ctx context.Context) error {
+// Run watches until ctx is done. It never returns before: when inotify
+// fails it polls instead (see Watcher). It re-reads the file once at the
+// start, and each time it changes modes, in case it changed unseen.
+func (w *Watcher) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		reason := w.runInotify(ctx)
 		if reason == nil {
@@ -220,7 +219,6 @@ func (w *Watcher) Run(ctx context.Context) error {
 		w.setMode(WatchPolling, reason)
 		w.poll(ctx, inotifyRetry)
 	}
-	return nil
 }
 
 // runInotify watches by inotify until ctx is done, and then returns nil,

@@ -141,9 +141,9 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 		if err != nil {
 			return err
 		}
-		// Run returns nil once watchCtx is done; inotify failing makes it
+		// Run returns once watchCtx is done; inotify failing makes it
 		// poll, which applyReloads reports.
-		wg.Go(func() { _ = w.Run(watchCtx) })
+		wg.Go(func() { w.Run(watchCtx) })
 		wg.Go(func() { applyReloads(watchCtx, w, handler, metrics, status, log) })
 		sigs.serving(w.Reload)
 	} else {
