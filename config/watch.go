@@ -79,8 +79,9 @@ type Result struct {
 	// File is the config in force after the attempt: the new one when it
 	// applied, the previous one when Unchanged. nil when Err is set.
 	File *File
-	// Err says why the file was not applied: it could not be read or is
-	// invalid (an Errors). The last good config stays in force.
+	// Err says why the file was not applied: it could not be read, is
+	// invalid (an Errors), or Accept refused it. The last good config
+	// stays in force.
 	Err error
 	// Change is what changed from the previous config in force. Its
 	// NeedsRestart compares with the config the watcher started with, so a
@@ -114,6 +115,14 @@ type Result struct {
 // settle (250ms) later, and reported only if it still fails then, so a
 // file seen between its truncation and its writing is not rejected.
 type Watcher struct {
+	// Accept, if set, is called with each new valid file before it is
+	// recorded as in force, on Run's goroutine: it applies the file to
+	// the running process, or returns why the process refused it. A
+	// refused file is reported as a failure (Result.Err) and the config in
+	// force stays the one before, so a later Reload tries it again. nil
+	// accepts every valid file. Set it before Run.
+	Accept func(*File) error
+
 	path    string
 	opts    Options
 	boot    *File
@@ -376,6 +385,12 @@ func (w *Watcher) check(ctx context.Context, forced bool) {
 			w.send(ctx, Result{File: prev, Forced: forced, Unchanged: true})
 		}
 		return
+	}
+	if w.Accept != nil {
+		if err := w.Accept(f); err != nil {
+			w.fail(ctx, f.Hash+" refused: "+err.Error(), err, forced)
+			return
+		}
 	}
 	if w.boot != nil {
 		change.NeedsRestart = restart(w.boot, f)

@@ -265,6 +265,12 @@ func TestWatcherErrors(t *testing.T) {
 // watch loads path, starts a watcher of it and stops it at the test's end.
 func watch(t *testing.T, path string) *Watcher {
 	t.Helper()
+	return watchAccepting(t, path, nil)
+}
+
+// watchAccepting is watch with the watcher's Accept set to accept.
+func watchAccepting(t *testing.T, path string, accept func(*File) error) *Watcher {
+	t.Helper()
 	current, err := Load(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -273,6 +279,7 @@ func watch(t *testing.T, path string) *Watcher {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.Accept = accept
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
@@ -353,6 +360,37 @@ func newConfigFile(t *testing.T) string {
 	path := filepath.Join(t.TempDir(), "sds.yaml")
 	writeFile(t, path, configWith(1))
 	return path
+}
+
+// TestWatchAcceptRefuses: a valid file that the running process refuses
+// is reported as a failure and is not in force, so a forced reload tries
+// it again and fails again, instead of finding it "unchanged" and calling
+// the reload a success while the old config serves.
+func TestWatchAcceptRefuses(t *testing.T) {
+	path := newConfigFile(t)
+	refused := errors.New("the limiter refuses visitThreshold 5")
+	w := watchAccepting(t, path, func(f *File) error {
+		if f.Points[0].VisitThreshold == 5 {
+			return refused
+		}
+		return nil
+	})
+	writeFile(t, path, configWith(5))
+	if r := waitErr(t, w, refused.Error()); r.File != nil {
+		t.Errorf("refused file: got a config with the error")
+	}
+	if got := visits(Result{File: w.Current()}); got != 1 {
+		t.Errorf("after the refusal: in force visitThreshold %d, want 1", got)
+	}
+	for range 2 {
+		w.Reload()
+		if r := next(t, w); !r.Forced || !errors.Is(r.Err, refused) {
+			t.Errorf("forced reload of the refused file: got %+v (err %v), want the refusal again", r, r.Err)
+		}
+	}
+	writeFile(t, path, configWith(6))
+	waitVisits(t, w, 6)
+	inForce(t, w, 6)
 }
 
 func TestWatchEditorRename(t *testing.T) {

@@ -74,7 +74,6 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 	if err != nil {
 		return err
 	}
-	cfg.AccessLog = file.AccessLog
 	handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: metrics})
 
 	status := &reloadStatus{drain: file.DrainTimeout,
@@ -141,10 +140,11 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 		if err != nil {
 			return err
 		}
+		w.Accept = func(f *config.File) error { return apply(handler, f) }
 		// Run returns once watchCtx is done; inotify failing makes it
 		// poll, which applyReloads reports.
 		wg.Go(func() { w.Run(watchCtx) })
-		wg.Go(func() { applyReloads(watchCtx, w, handler, metrics, status, log) })
+		wg.Go(func() { reportReloads(watchCtx, w, metrics, status, log) })
 		sigs.serving(w.Reload)
 	} else {
 		sigs.serving(nil)
@@ -196,12 +196,23 @@ func loadConfig(path string, given bool, opts config.Options) (*config.File, boo
 	return nil, false, err
 }
 
-// applyReloads swaps in each valid config the watcher finds and reports
-// every attempt: one log line each, and the reload metrics. It also
-// reports each change of the watch mode: one log line (a warning with the
-// reason when inotify failed and the file is polled) and
-// sds_config_watch_mode.
-func applyReloads(ctx context.Context, w *config.Watcher, h *proxy.Handler, m *proxy.Metrics, status *reloadStatus, log *zap.Logger) {
+// apply translates f and swaps it in: the watcher's Accept, so that a
+// file the request path refuses is never recorded as in force.
+func apply(h *proxy.Handler, f *config.File) error {
+	cfg, err := translate(f, h.Config())
+	if err != nil {
+		return err
+	}
+	h.Swap(cfg)
+	return nil
+}
+
+// reportReloads reports every reload attempt of the watcher, which has
+// applied each config it accepted (apply): one log line each, and the
+// reload metrics. It also reports each change of the watch mode: one log
+// line (a warning with the reason when inotify failed and the file is
+// polled) and sds_config_watch_mode.
+func reportReloads(ctx context.Context, w *config.Watcher, m *proxy.Metrics, status *reloadStatus, log *zap.Logger) {
 	for {
 		var res config.Result
 		select {
@@ -228,19 +239,12 @@ func applyReloads(ctx context.Context, w *config.Watcher, h *proxy.Handler, m *p
 			log.Info("config unchanged", zap.Bool("forced", res.Forced))
 			continue
 		}
-		err := res.Err
-		var cfg *proxy.Config
-		if err == nil {
-			cfg, err = translate(res.File, h.Config())
-		}
-		if err != nil {
-			log.Error("config rejected; the last good config keeps serving", zap.Error(err), zap.Bool("forced", res.Forced))
+		if res.Err != nil {
+			log.Error("config rejected; the last good config keeps serving", zap.Error(res.Err), zap.Bool("forced", res.Forced))
 			m.Reloaded(false, now)
-			status.failed(now, err)
+			status.failed(now, res.Err)
 			continue
 		}
-		cfg.AccessLog = res.File.AccessLog
-		h.Swap(cfg)
 		m.Reloaded(true, now)
 		status.applied(now, res.File, res.Change.String())
 		log.Info("config reloaded", zap.String("change", res.Change.String()), zap.String("hash", res.File.Hash),

@@ -30,6 +30,7 @@ func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
 		UpstreamH2C:        h2c,
 		ForwardedHeaders:   f.ForwardedHeaders,
 		PressureTestHeader: f.PressureTestHeader,
+		AccessLog:          f.AccessLog,
 	}
 	byName := make(map[string]*proxy.Point, len(f.Points))
 	for i := range f.Points {

@@ -371,3 +371,33 @@ func TestWatchTruncatingWriter(t *testing.T) {
 	}
 	t.Logf("edit applied by inotify after %v (median %v)", took, median(took))
 }
+
+// TestReloadRefusedByTheProcess: a file that validates but that the
+// request path refuses (a token rate the limiter cannot represent) is
+// rejected, and stays rejected on every SIGHUP while the old config
+// serves: the watcher records a file as in force only once the running
+// process has accepted it.
+func TestReloadRefusedByTheProcess(t *testing.T) {
+	e := setup(t, "10s", 10, watchBody("0"))
+	refused := configHeader(e.upstream, "10s", 10) + watchBody("1000") + "    tokenBucketGeneratedTokensInSecond: 2000000000\n"
+	mark := e.proxy.stderr.mark()
+	e.write(e.config, refused)
+	e.proxy.waitLog(t, mark, 5*time.Second, msgStarts("config rejected"))
+	for i := range 3 {
+		mark = e.proxy.stderr.mark()
+		e.proxy.cmd.Process.Signal(syscall.SIGHUP)
+		entry := e.proxy.waitLog(t, mark, 5*time.Second, func(l logEntry) bool {
+			msg, _ := l["msg"].(string)
+			return l["forced"] == true && (strings.HasPrefix(msg, "config rejected") || msg == "config unchanged" || msg == "config reloaded")
+		})
+		if msg := entry["msg"].(string); !strings.HasPrefix(msg, "config rejected") {
+			t.Errorf("SIGHUP %d with the refused file: got %q, want config rejected", i+1, msg)
+		}
+	}
+	e.metricIs(0, "sds_config_last_reload_successful")
+	if r := e.get("/r"); r.degraded() != "visit; point=r" {
+		t.Errorf("the old config (visitThreshold 0) should still serve: got %v", r)
+	}
+	e.applied("1000", 5*time.Second)
+	e.metricIs(1, "sds_config_last_reload_successful")
+}
