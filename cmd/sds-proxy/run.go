@@ -142,7 +142,7 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 		}
 		w.Accept = func(f *config.File) error { return apply(handler, f) }
 		// Run returns once watchCtx is done; inotify failing makes it
-		// poll, which applyReloads reports.
+		// poll, which reportReloads reports.
 		wg.Go(func() { w.Run(watchCtx) })
 		wg.Go(func() { reportReloads(watchCtx, w, metrics, status, log) })
 		sigs.serving(w.Reload)
