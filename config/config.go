@@ -21,6 +21,10 @@ type File struct {
 	Path string
 	// Hash is the hex SHA-256 of the file's raw bytes ("" for Default).
 	Hash string
+	// Warnings are the problems that do not reject the file (each with
+	// Warning set), sorted by position; nil when there are none. validate
+	// prints them and run logs them on each load.
+	Warnings Errors
 
 	// Listen is the proxy's address, host:port. Default "0.0.0.0:8080".
 	// Changing it needs a restart.
@@ -186,6 +190,15 @@ type Fallback struct {
 	// BodySet is true when body or bodyFile was given (an empty body is then
 	// meant).
 	BodySet bool
+	// GRPCStatus is the grpc-status, 0-16, that gRPC calls get instead of
+	// the HTTP answer above; used when GRPCStatusSet, else the proxy's
+	// default 14 (UNAVAILABLE).
+	GRPCStatus    int
+	GRPCStatusSet bool
+	// GRPCMessage is the grpc-message that gRPC calls get, as written (the
+	// proxy percent-encodes it); "" = not set (the proxy then names the
+	// point and the strategy).
+	GRPCMessage string
 }
 
 // Options are the command-line overrides; "" means not given. A given value

@@ -208,7 +208,7 @@ var (
 	routeKeys    = []string{"point", "match"}
 	matchKeys    = []string{"methods", "path", "pathPrefix", "host"}
 	pointKeys    = []string{"timeoutThreshold", "timeoutCountThreshold", "visitThreshold", "concurrentThreshold", "exceptionThreshold", "exceptionRateThreshold", "exceptionRateStart", "tokenBucketGeneratedTokensInSecond", "tokenBucketSize", "downgradeRate", "delayTime", "retryInterval", "pressureTestDowngrade", "mode", "upstreamTimeout", "fallbackOnError", "fallback"}
-	fallbackKeys = []string{"status", "headers", "body", "bodyFile"}
+	fallbackKeys = []string{"status", "headers", "body", "bodyFile", "grpcStatus", "grpcMessage"}
 )
 
 // top decodes the top-level mapping.
@@ -338,6 +338,11 @@ func (d *decoder) fallback(n *yaml.Node, point string, fb *Fallback) {
 				fb.BodySet = true
 			}
 		},
+		"grpcStatus": func(key string, v *yaml.Node) {
+			integer(d, &fb.GRPCStatus)(key, v)
+			fb.GRPCStatusSet = true
+		},
+		"grpcMessage": d.str(&fb.GRPCMessage),
 	})
 }
 

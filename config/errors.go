@@ -18,22 +18,30 @@ type Error struct {
 	Line, Col int
 	// Msg says what is wrong and what to write instead.
 	Msg string
+	// Warning marks a problem that does not reject the config: the file
+	// loads and reloads, and the problem is kept in File.Warnings.
+	Warning bool
 }
 
 // Error formats the problem as FILE:LINE:COL: message, or FILE: message
-// when it has no position.
+// when it has no position; a warning's message starts with "warning: ".
 func (e Error) Error() string {
+	msg := e.Msg
+	if e.Warning {
+		msg = "warning: " + msg
+	}
 	switch {
 	case e.Line > 0:
-		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, msg)
 	case e.File != "":
-		return e.File + ": " + e.Msg
+		return e.File + ": " + msg
 	}
-	return e.Msg
+	return msg
 }
 
 // Errors is every problem found in one config, sorted by position. Parse
-// returns it as its error.
+// returns it as its error, warnings included, when the config has errors;
+// File.Warnings holds the warnings of a config without errors.
 type Errors []Error
 
 // Error formats one problem per line, in order.
@@ -74,14 +82,30 @@ type loc struct {
 	field string
 }
 
-// problems gathers Errors for one file.
+// problems gathers Errors for one file: errors, which reject it, and
+// warnings, which do not.
 type problems struct {
-	file string
-	errs Errors
+	file  string
+	errs  Errors
+	warns Errors
 }
 
 func (p *problems) add(at pos, format string, args ...any) {
 	p.errs = append(p.errs, Error{File: p.file, Line: at.line, Col: at.col, Msg: fmt.Sprintf(format, args...)})
+}
+
+// warn records a problem that does not reject the file.
+func (p *problems) warn(at pos, format string, args ...any) {
+	p.warns = append(p.warns, Error{File: p.file, Line: at.line, Col: at.col, Msg: fmt.Sprintf(format, args...), Warning: true})
+}
+
+// warnings returns the gathered warnings, sorted, or nil.
+func (p *problems) warnings() Errors {
+	if len(p.warns) == 0 {
+		return nil
+	}
+	p.warns.sort()
+	return p.warns
 }
 
 // flag records a problem with a command-line flag's value.
@@ -89,11 +113,13 @@ func (p *problems) flag(name, format string, args ...any) {
 	p.errs = append(p.errs, Error{File: "-" + name, Msg: fmt.Sprintf(format, args...)})
 }
 
-// err returns the gathered problems, sorted, or nil.
+// err returns the gathered problems, warnings included, sorted, or nil
+// when there is no error.
 func (p *problems) err() error {
 	if len(p.errs) == 0 {
 		return nil
 	}
-	p.errs.sort()
-	return p.errs
+	all := append(p.errs, p.warns...)
+	all.sort()
+	return all
 }

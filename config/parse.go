@@ -29,9 +29,10 @@ func Load(path string, opts Options) (*File, error) {
 // defaults and the command-line overrides in opts, reads the fallbacks'
 // body files (relative to path's directory) and validates the result.
 //
-// On any problem it returns a nil *File and an Errors holding every problem
+// On any error it returns a nil *File and an Errors holding every problem
 // found, each at its line and column; its Error method prints one
-// FILE:LINE:COL: message line per problem, sorted by position.
+// FILE:LINE:COL: message line per problem, sorted by position. Warnings
+// alone do not reject the file: they are in File.Warnings.
 func Parse(path string, data []byte, opts Options) (*File, error) {
 	p := &problems{file: path}
 	d := decode(data, p)
@@ -47,6 +48,7 @@ func Parse(path string, data []byte, opts Options) (*File, error) {
 		return nil, err
 	}
 	normalize(d.f)
+	d.f.Warnings = p.warnings()
 	return d.f, nil
 }
 

@@ -181,6 +181,7 @@ func (c *checker) fallback(p *Point) {
 	if c.d.has(pl(p, "fallback.body")) && c.d.has(pl(p, "fallback.bodyFile")) {
 		c.p.add(c.key(pl(p, "fallback.bodyFile")), "fallback: give body or bodyFile, not both")
 	}
+	c.grpcFallback(p)
 	first := map[string]pos{}
 	for i, h := range fb.Headers {
 		l := pl(p, fmt.Sprintf("fallback.headers[%d]", i))
@@ -202,5 +203,49 @@ func (c *checker) fallback(p *Point) {
 			continue
 		}
 		first[canon] = at
+	}
+}
+
+// Limits of a fallback's gRPC answer.
+const (
+	maxGRPCStatus = 16 // UNAUTHENTICATED, the last code gRPC defines
+	// maxGRPCMessage bounds grpcMessage, in bytes: it travels in a header,
+	// and gRPC clients refuse header lists above 8-16 KiB.
+	maxGRPCMessage = 1024
+)
+
+// grpcFallback checks a fallback's gRPC answer, and warns where an HTTP
+// fallback is written for a point that gRPC clients may call without
+// saying what they get.
+//
+// The rule (the README states it): when the config carries gRPC (h2c: true,
+// or an h2c:// upstream), a fallback that sets status, body or bodyFile
+// but neither grpcStatus nor grpcMessage is a warning. gRPC clients never
+// get that HTTP answer (they get grpc-status 14 and a message naming the
+// point and strategy), so its author most likely meant something for them
+// that they do not see.
+func (c *checker) grpcFallback(p *Point) {
+	fb := p.Fallback
+	if l := pl(p, "fallback.grpcStatus"); c.d.ok(l) && (fb.GRPCStatus < 0 || fb.GRPCStatus > maxGRPCStatus) {
+		c.p.add(c.val(l), "fallback.grpcStatus: %d is not a gRPC status code; write one from 0 to %d, such as 14 (UNAVAILABLE) or 8 (RESOURCE_EXHAUSTED)", fb.GRPCStatus, maxGRPCStatus)
+	}
+	if l := pl(p, "fallback.grpcMessage"); c.d.ok(l) {
+		switch {
+		case fb.GRPCMessage == "":
+			c.p.add(c.val(l), "fallback.grpcMessage is empty; remove it for the default message, which names the point and the strategy")
+		case len(fb.GRPCMessage) > maxGRPCMessage:
+			c.p.add(c.val(l), "fallback.grpcMessage: %d bytes is more than %d; gRPC clients refuse large headers, so keep it short", len(fb.GRPCMessage), maxGRPCMessage)
+		}
+	}
+	f := c.d.f
+	carriesGRPC := f.H2C || strings.HasPrefix(f.Upstream, "h2c://")
+	httpAnswer := c.d.has(pl(p, "fallback.status")) || c.d.has(pl(p, "fallback.body")) || c.d.has(pl(p, "fallback.bodyFile"))
+	grpcAnswer := c.d.has(pl(p, "fallback.grpcStatus")) || c.d.has(pl(p, "fallback.grpcMessage"))
+	if carriesGRPC && httpAnswer && !grpcAnswer {
+		via := "h2c: true"
+		if !f.H2C {
+			via = "the h2c:// upstream"
+		}
+		c.p.warn(c.key(pl(p, "fallback")), "point %q: gRPC clients (%s) never get this fallback's HTTP status and body; they get grpc-status 14 (UNAVAILABLE) with a message naming the point and strategy; set fallback.grpcStatus or fallback.grpcMessage to say what they get", p.Name, via)
 	}
 }

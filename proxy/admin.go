@@ -145,7 +145,7 @@ func (a *adminServer) status(w http.ResponseWriter, r *http.Request) {
 	points := a.opts.Handler.Points()
 	doc := statusDoc{Now: now.UTC(), Config: statusConfig(rs), Points: make([]pointJSON, 0, len(points))}
 	for _, p := range points {
-		doc.Points = append(doc.Points, statusPoint(p.Limiter.Snapshot(now)))
+		doc.Points = append(doc.Points, statusPoint(p.Limiter().Snapshot(now)))
 	}
 	body, err := json.Marshal(doc)
 	if err != nil { // cannot happen: the document holds no unsupported values

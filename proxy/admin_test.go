@@ -201,7 +201,7 @@ func TestAdminStatus(t *testing.T) {
 	// The calls in flight at a trip are the limiter's to define (whether the
 	// tripped request counts itself); the admin port relays its figure.
 	tripInFlight := func(i int) string {
-		return strconv.FormatInt(f.h.Points()[i].Limiter.Snapshot(adminT0).LastTrip.InFlight, 10)
+		return strconv.FormatInt(f.h.Points()[i].Limiter().Snapshot(adminT0).LastTrip.InFlight, 10)
 	}
 	series := func(last string) string {
 		b := strings.Repeat(`{"visits":0,"degraded":0,"exceptions":0,"timeouts":0},`, 9)

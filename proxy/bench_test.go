@@ -83,7 +83,7 @@ func allStrategies(s *limiter.Settings) {
 // checkNeverTripped fails a benchmark whose forwarding point tripped (it
 // would have measured fallbacks).
 func checkNeverTripped(b *testing.B, p *proxy.Point) {
-	if sn := p.Limiter.Snapshot(time.Now()); sn.LastTrip.Strategy != 0 {
+	if sn := p.Limiter().Snapshot(time.Now()); sn.LastTrip.Strategy != 0 {
 		b.Fatalf("the point tripped (%v): the benchmark measured fallbacks", sn.LastTrip.Strategy)
 	}
 }

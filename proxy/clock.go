@@ -98,7 +98,7 @@ func (c *call) alarm() {
 	counted := timedOut && c.lim.Timeout(now)
 	k.mu.Unlock()
 	if counted {
-		c.point.metrics.timeouts.Inc()
+		c.metrics.timeouts.Inc()
 	}
 	if cut {
 		c.cancel(errUpstreamTimeout)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/http"
 	"net/url"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 
 // Config is one complete, immutable configuration of the request path.
 // Build it whole, then hand it to Handler.Swap; never change it after.
+// Swap reads it and writes nothing into it, so one Config may be swapped in
+// again (a rollback) while requests under it are still in flight.
 type Config struct {
 	// Upstream is the service's base URL (http or https).
 	Upstream *url.URL
@@ -30,53 +33,65 @@ type Config struct {
 	Points []*Point
 }
 
-// Point is a protected point of the request path: its limiter and how its
-// calls and fallbacks are made. Build it with NewPoint.
+// Point is a protected point of the request path: its limiter, how its
+// upstream calls are made and its prebuilt fallback. Build it with
+// NewPoint; it is immutable after (its limiter keeps the point's live
+// state) and safe for concurrent use. A Point holds no metrics: the
+// Handler resolves each point's series by name when a Config is swapped in,
+// so one Point may serve under several Handlers and registries.
 type Point struct {
-	Name    string
-	Limiter *limiter.Point
-	// UpstreamTimeout cuts the upstream call after this long (504, or the
-	// fallback with FallbackOnError); 0 means no deadline.
-	UpstreamTimeout time.Duration
-	// FallbackOnError answers the fallback instead of 502/504 when the
-	// upstream call fails (transport error or UpstreamTimeout).
-	FallbackOnError bool
-
-	fallbacks *fallbacks
-	errorFB   fallbackResponse // the answer when FallbackOnError applies
-	metrics   *pointMetrics
+	name            string
+	lim             *limiter.Point
+	upstreamTimeout time.Duration
+	fallbackOnError bool
+	fallback        *fallbackHandler
 }
 
-// PointOptions are the parts of a Point besides its limiter.
+// PointOptions are the parts of a Point besides its limiter. The zero
+// value is no deadline, 502/504 on failed upstream calls and the default
+// fallback.
 type PointOptions struct {
+	// UpstreamTimeout cuts the upstream call after this long, measured on
+	// the upstream's time only (504, or the fallback with
+	// FallbackOnError); 0 means no deadline.
 	UpstreamTimeout time.Duration
+	// FallbackOnError answers the fallback, marked
+	// "Sds-Degraded: upstream_error; point=P", instead of 502/504 when
+	// the upstream call fails (a transport error or UpstreamTimeout); an
+	// upstream 5xx is relayed as it is.
 	FallbackOnError bool
-	Fallback        Fallback
+	// Fallback is the answer of every degraded request of the point.
+	Fallback Fallback
 }
 
-// NewPoint builds a point around lim, preparing its fallback answers.
+// NewPoint builds a point around lim, preparing every fallback answer
+// once (see Fallback).
 func NewPoint(lim *limiter.Point, opts PointOptions) *Point {
-	p := &Point{
-		Name:            lim.Name(),
-		Limiter:         lim,
-		UpstreamTimeout: opts.UpstreamTimeout,
-		FallbackOnError: opts.FallbackOnError,
-		fallbacks:       buildFallbacks(lim.Name(), opts.Fallback, lim.Settings()),
+	return &Point{
+		name:            lim.Name(),
+		lim:             lim,
+		upstreamTimeout: opts.UpstreamTimeout,
+		fallbackOnError: opts.FallbackOnError,
+		fallback:        newFallbackHandler(lim.Name(), opts.Fallback, lim.Settings()),
 	}
-	p.errorFB = buildErrorFallback(lim.Name(), opts.Fallback)
-	return p
 }
 
-// buildErrorFallback is the answer for a failed upstream call on a point
-// with FallbackOnError: the fallback, marked "Sds-Degraded: error".
-func buildErrorFallback(name string, f Fallback) fallbackResponse {
-	r := buildFallback(name, f, limiter.Settings{}, limiter.Exception, false)
-	r.header.Set("Sds-Degraded", "upstream_error; point="+name)
-	if f.Header.Get("Retry-After") == "" {
-		r.header.Del("Retry-After")
-	}
-	if f.Status == 0 {
-		r.status = 503
-	}
-	return r
-}
+// Name is the point's name, as its limiter has it.
+func (p *Point) Name() string { return p.name }
+
+// Limiter is the point's limiter: its window, strategies and delay, and the
+// live state that a reload keeps (limiter.Point.Reconfigure).
+func (p *Point) Limiter() *limiter.Point { return p.lim }
+
+// UpstreamTimeout is PointOptions.UpstreamTimeout; 0 means no deadline.
+func (p *Point) UpstreamTimeout() time.Duration { return p.upstreamTimeout }
+
+// FallbackOnError is PointOptions.FallbackOnError.
+func (p *Point) FallbackOnError() bool { return p.fallbackOnError }
+
+// Fallback is the point's fallback: the one handler that serves every
+// degraded answer of the point (see Fallback). Served by the Handler, it
+// answers for the verdict that degraded the request, or upstream_error
+// for a failed upstream call; served on its own, it answers
+// upstream_error.
+func (p *Point) Fallback() http.Handler { return p.fallback }

@@ -12,90 +12,158 @@ import (
 )
 
 // Fallback is what a point answers instead of calling the service. The zero
-// Fallback answers 429 with Retry-After for visit and token_bucket trips,
-// 503 otherwise, with a small JSON body naming the point and strategy.
+// Fallback answers HTTP clients 429 with Retry-After for visit and
+// token_bucket trips, 503 otherwise (and for a failed upstream call), with a
+// small JSON body naming the point and strategy; it answers gRPC calls
+// grpc-status 14 (UNAVAILABLE) with a message naming the point and strategy.
+//
+// Status, Header and Body shape the HTTP answer only: a gRPC call always
+// gets a trailers-only answer (HTTP 200, content-type application/grpc,
+// grpc-status and grpc-message in the headers), which GRPCStatus and
+// GRPCMessage shape.
 type Fallback struct {
-	// Status is the status code; 0 means the default by strategy.
+	// Status is the HTTP status code, 200-599; 0 means the default by
+	// strategy.
 	Status int
-	// Header is added to every fallback response.
+	// Header is added to every HTTP fallback response.
 	Header http.Header
-	// Body is the response body; used when BodySet.
+	// Body is the HTTP response body; used when BodySet (an empty Body is
+	// then an empty body, not the default).
 	Body    []byte
 	BodySet bool
+	// GRPCStatus is the grpc-status of the answer to gRPC calls, 0-16; used
+	// when GRPCStatusSet, else 14 (UNAVAILABLE).
+	GRPCStatus    int
+	GRPCStatusSet bool
+	// GRPCMessage is the grpc-message of the answer to gRPC calls, sent
+	// percent-encoded as gRPC requires; "" means "degraded: " and the
+	// Sds-Degraded value, such as "degraded: visit; point=orders".
+	GRPCMessage string
 }
 
-// fallbackResponse is one prebuilt answer: serving it is header sets and a
-// write.
-type fallbackResponse struct {
+// grpcUnavailable is gRPC's UNAVAILABLE, the default grpc-status of a
+// fallback.
+const grpcUnavailable = 14
+
+// reason is why a request is answered with its point's fallback: the
+// strategy that degraded it and whether the point was in its delay. The
+// zero reason (no strategy) is a failed upstream call on a point with
+// FallbackOnError, marked upstream_error.
+type reason struct {
+	strategy limiter.Strategy
+	delay    bool
+}
+
+// verdictReason is the reason of a degraded verdict.
+func verdictReason(v limiter.Verdict) reason { return reason{v.Strategy, v.Delay} }
+
+// fallbackHandler is a point's fallback: the one http.Handler that serves
+// every degraded answer of the point (a strategy's trip, its delay, a failed
+// upstream call with FallbackOnError), for HTTP clients, HEAD requests and
+// gRPC calls alike. Every answer is prebuilt when the config loads, so
+// serving one is a header set and a write, with no allocation beyond what
+// the ResponseWriter does. It is immutable and safe for concurrent use.
+type fallbackHandler struct {
+	// answers holds one answer per reason: [strategy][delay], where
+	// [0][0] is upstream_error and [0][1] is unused.
+	answers [limiter.LastStrategy + 1][2]answer
+}
+
+// answer is one prebuilt degraded answer, in its HTTP and gRPC forms. Its
+// header maps and their slices are shared with every response it serves:
+// nothing may change them.
+type answer struct {
+	degraded string // the Sds-Degraded value
 	status   int
-	header   http.Header // includes Sds-Degraded
+	header   http.Header // the HTTP answer's, Sds-Degraded and Content-Length included
 	body     []byte
-	grpcBody bool // answer gRPC requests trailers-only with grpc-status 14
+	grpc     http.Header // the gRPC answer's, Sds-Degraded included
 }
 
-// fallbacks holds the prebuilt answers of one point, by strategy and by
-// whether the point is in its delay.
-// Index 0, the zero Strategy, is unused.
-type fallbacks [limiter.LastStrategy + 1][2]fallbackResponse
-
-// buildFallbacks prepares every answer of point name once, when a config is
-// loaded; s gives the Retry-After of the default 429 answers.
-func buildFallbacks(name string, f Fallback, s limiter.Settings) *fallbacks {
-	var fb fallbacks
+// newFallbackHandler prepares every answer of point name once, when a
+// config is loaded; s gives the Retry-After of the 429 answers.
+func newFallbackHandler(name string, f Fallback, s limiter.Settings) *fallbackHandler {
+	fh := &fallbackHandler{}
+	fh.answers[0][0] = buildAnswer(name, f, s, reason{})
 	for strategy := limiter.Strategy(1); strategy <= limiter.LastStrategy; strategy++ {
 		for delay := range 2 {
-			fb[strategy][delay] = buildFallback(name, f, s, strategy, delay == 1)
+			fh.answers[strategy][delay] = buildAnswer(name, f, s, reason{strategy, delay == 1})
 		}
 	}
-	return &fb
+	return fh
 }
 
-func buildFallback(name string, f Fallback, s limiter.Settings, strategy limiter.Strategy, delay bool) fallbackResponse {
-	h := make(http.Header, len(f.Header)+3)
+func buildAnswer(name string, f Fallback, s limiter.Settings, why reason) answer {
+	a := answer{degraded: strategyName(why) + "; point=" + name, status: f.Status, body: f.Body}
+	if why.delay {
+		a.degraded += "; delay"
+	}
+	h := make(http.Header, len(f.Header)+4)
 	for k, vs := range f.Header {
 		h[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 	}
-	degraded := strategy.String() + "; point=" + name
-	if delay {
-		degraded += "; delay"
-	}
-	h.Set("Sds-Degraded", degraded)
-	r := fallbackResponse{status: f.Status, header: h, body: f.Body, grpcBody: f.Status == 0 && !f.BodySet}
-	rateLimited := strategy == limiter.Visit || strategy == limiter.TokenBucket
-	if r.status == 0 {
-		r.status = http.StatusServiceUnavailable
+	h.Set("Sds-Degraded", a.degraded)
+	rateLimited := why.strategy == limiter.Visit || why.strategy == limiter.TokenBucket
+	if a.status == 0 {
+		a.status = http.StatusServiceUnavailable
 		if rateLimited {
-			r.status = http.StatusTooManyRequests
+			a.status = http.StatusTooManyRequests
 		}
 	}
-	if r.status == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
-		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(s, strategy, delay)))
+	// A failed upstream call says nothing of when to retry: its answer
+	// carries Retry-After only when the fallback's headers do.
+	if a.status == http.StatusTooManyRequests && why.strategy != 0 && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(s, why)))
 	}
 	if !f.BodySet {
 		body, _ := json.Marshal(struct {
 			Error    string `json:"error"`
 			Point    string `json:"point"`
 			Strategy string `json:"strategy"`
-		}{"degraded", name, strategy.String()})
-		r.body = append(body, '\n')
+		}{"degraded", name, strategyName(why)})
+		a.body = append(body, '\n')
 		if h.Get("Content-Type") == "" {
 			h.Set("Content-Type", "application/json")
 		}
 	}
-	h.Set("Content-Length", strconv.Itoa(len(r.body)))
-	return r
+	h.Set("Content-Length", strconv.Itoa(len(a.body)))
+	a.header = h
+
+	status, message := grpcUnavailable, "degraded: "+a.degraded
+	if f.GRPCStatusSet {
+		status = f.GRPCStatus
+	}
+	if f.GRPCMessage != "" {
+		message = f.GRPCMessage
+	}
+	a.grpc = http.Header{
+		"Content-Type": {"application/grpc"},
+		"Grpc-Status":  {strconv.Itoa(status)},
+		"Grpc-Message": {grpcPercentEncode(message)},
+		"Sds-Degraded": {a.degraded},
+	}
+	return a
+}
+
+// strategyName is the strategy the default body names: the strategy, or
+// upstream_error.
+func strategyName(why reason) string {
+	if why.strategy == 0 {
+		return "upstream_error"
+	}
+	return why.strategy.String()
 }
 
 // retryAfterSeconds is when a rate-limited client may try again: after the
 // delay, after one bucket of the window (visit), or after one token.
-func retryAfterSeconds(s limiter.Settings, strategy limiter.Strategy, delay bool) int {
+func retryAfterSeconds(s limiter.Settings, why reason) int {
 	var d time.Duration
 	switch {
-	case delay && s.RetryInterval > 0:
+	case why.delay && s.RetryInterval > 0:
 		d = s.RetryInterval
-	case delay:
+	case why.delay:
 		d = s.DelayTime
-	case strategy == limiter.TokenBucket && s.TokensPerSecond > 0:
+	case why.strategy == limiter.TokenBucket && s.TokensPerSecond > 0:
 		d = time.Second / time.Duration(s.TokensPerSecond)
 	default:
 		window, buckets := s.Window, s.Buckets
@@ -110,40 +178,70 @@ func retryAfterSeconds(s limiter.Settings, strategy limiter.Strategy, delay bool
 	return max(1, int(math.Ceil(d.Seconds())))
 }
 
-// response returns the prebuilt answer for verdict v.
-func (fb *fallbacks) response(v limiter.Verdict) *fallbackResponse {
+// grpcPercentEncode encodes a grpc-message as the gRPC protocol requires:
+// bytes outside printable ASCII, and '%', as %XX.
+func grpcPercentEncode(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= ' ' && c <= '~' && c != '%' {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
+// answer returns the prebuilt answer for why.
+func (fh *fallbackHandler) answer(why reason) *answer {
 	delay := 0
-	if v.Delay {
+	if why.delay && why.strategy != 0 {
 		delay = 1
 	}
-	return &fb[v.Strategy][delay]
+	return &fh.answers[why.strategy][delay]
 }
 
-// degradedHeader returns the Sds-Degraded value for verdict v.
-func (fb *fallbacks) degradedHeader(v limiter.Verdict) string {
-	return fb.response(v).header.Get("Sds-Degraded")
+// ServeHTTP serves the answer for the reason of the request's call, which
+// the Handler keeps in the request's context: the verdict of a degraded
+// call, or upstream_error for a call that was forwarded (the errorHandler
+// answers a failed call this way) or that the Handler did not route.
+func (fh *fallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	why := reason{}
+	if c, ok := r.Context().Value(callKey{}).(*call); ok && c.point != nil && !c.verdict.Allowed {
+		why = verdictReason(c.verdict)
+	}
+	fh.serve(w, r, why)
 }
 
-// serve writes the answer for verdict v and returns its status.
-func (fb *fallbacks) serve(w http.ResponseWriter, r *http.Request, v limiter.Verdict) int {
-	resp := fb.response(v)
+// serve writes the answer for why and returns its HTTP status. It is
+// ServeHTTP with the reason passed as a value, so that the degraded path,
+// which has no call in the request's context, puts none there.
+//
+// A gRPC call (HTTP/2, Content-Type application/grpc*) gets the
+// trailers-only answer, HTTP 200; a HEAD request gets the HTTP answer's
+// status and headers, Content-Length included, and no body.
+func (fh *fallbackHandler) serve(w http.ResponseWriter, r *http.Request, why reason) int {
+	a := fh.answer(why)
 	h := w.Header()
-	if resp.grpcBody && isGRPC(r) {
-		h.Set("Content-Type", "application/grpc")
-		h.Set("Grpc-Status", "14")
-		h.Set("Grpc-Message", "degraded: "+v.Strategy.String())
-		h.Set("Sds-Degraded", resp.header.Get("Sds-Degraded"))
+	if isGRPC(r) {
+		for k, vs := range a.grpc {
+			h[k] = vs
+		}
 		w.WriteHeader(http.StatusOK)
 		return http.StatusOK
 	}
-	for k, vs := range resp.header {
+	for k, vs := range a.header {
 		h[k] = vs
 	}
-	w.WriteHeader(resp.status)
+	w.WriteHeader(a.status)
 	if r.Method != http.MethodHead {
-		w.Write(resp.body)
+		w.Write(a.body)
 	}
-	return resp.status
+	return a.status
 }
 
 // isGRPC reports whether r is a gRPC call.

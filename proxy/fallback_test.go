@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -233,39 +234,50 @@ func TestHeadFallback(t *testing.T) {
 	}
 }
 
-// TestGRPCFallback: a gRPC call gets a trailers-only answer with
-// grpc-status 14 (UNAVAILABLE) unless the point's fallback is configured;
-// the same path over HTTP/1.1 is no gRPC call.
+// TestGRPCFallback: a gRPC call gets a trailers-only answer, grpc-status
+// 14 (UNAVAILABLE) and a message naming the point and strategy unless the
+// fallback sets grpcStatus or grpcMessage, whatever its HTTP status and
+// body; the message is percent-encoded; the same path over HTTP/1.1 is no
+// gRPC call.
 func TestGRPCFallback(t *testing.T) {
-	grpcReq := func(protoMajor int) *http.Request {
-		r := httptest.NewRequest(http.MethodPost, "/orders.v1.Orders/Create", strings.NewReader("\x00\x00\x00\x00\x00"))
-		r.Header.Set("Content-Type", "application/grpc+proto")
-		r.ProtoMajor, r.ProtoMinor = protoMajor, 0
-		if protoMajor == 1 {
-			r.ProtoMinor = 1
-		}
-		return r
-	}
+	grpcReq := grpcRequest
 	visit0 := func(s *limiter.Settings) { s.VisitThreshold = 0 }
-	t.Run("default", func(t *testing.T) {
-		rec := fbServe(t, visit0, proxy.PointOptions{}, grpcReq(2))
-		want := http.Header{
-			"Content-Type": {"application/grpc"},
-			"Grpc-Status":  {"14"},
-			"Grpc-Message": {"degraded: visit"},
-			"Sds-Degraded": {"visit; point=orders"},
-		}
-		if rec.Code != 200 || !reflect.DeepEqual(rec.Header(), want) || rec.Body.Len() != 0 {
-			t.Errorf("got %d %v %q, want 200 %v and no body", rec.Code, rec.Header(), rec.Body.String(), want)
-		}
-	})
-	t.Run("configured fallback", func(t *testing.T) {
-		fb := proxy.Fallback{Status: 503, Body: []byte("no"), BodySet: true}
-		rec := fbServe(t, visit0, proxy.PointOptions{Fallback: fb}, grpcReq(2))
-		if rec.Code != 503 || rec.Body.String() != "no" || rec.Header().Get("Grpc-Status") != "" {
-			t.Errorf("got %d %q Grpc-Status %q, want 503 \"no\" and no Grpc-Status", rec.Code, rec.Body.String(), rec.Header().Get("Grpc-Status"))
-		}
-	})
+	httpFallback := proxy.Fallback{Status: 503, Body: []byte("no"), BodySet: true}
+	tests := []struct {
+		name     string
+		fallback proxy.Fallback
+		set      func(*limiter.Settings)
+		reqs     int // requests sent; the last one is checked
+		status   string
+		message  string
+		degraded string
+	}{
+		{"default", proxy.Fallback{}, visit0, 1, "14", "degraded: visit; point=orders", "visit; point=orders"},
+		{"in the delay", proxy.Fallback{}, func(s *limiter.Settings) { s.VisitThreshold, s.DelayTime = 0, time.Minute }, 2,
+			"14", "degraded: visit; point=orders; delay", "visit; point=orders; delay"},
+		{"an HTTP fallback is not for gRPC", httpFallback, visit0, 1, "14", "degraded: visit; point=orders", "visit; point=orders"},
+		{"grpcStatus", proxy.Fallback{GRPCStatus: 8, GRPCStatusSet: true}, visit0, 1, "8", "degraded: visit; point=orders", "visit; point=orders"},
+		{"grpcStatus 0", proxy.Fallback{GRPCStatusSet: true}, visit0, 1, "0", "degraded: visit; point=orders", "visit; point=orders"},
+		{"grpcMessage, percent-encoded", proxy.Fallback{GRPCMessage: "café 100%\n"}, visit0, 1, "14", "caf%C3%A9 100%25%0A", "visit; point=orders"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reqs := make([]*http.Request, tt.reqs)
+			for i := range reqs {
+				reqs[i] = grpcReq(2)
+			}
+			rec := fbServe(t, tt.set, proxy.PointOptions{Fallback: tt.fallback}, reqs...)
+			want := http.Header{
+				"Content-Type": {"application/grpc"},
+				"Grpc-Status":  {tt.status},
+				"Grpc-Message": {tt.message},
+				"Sds-Degraded": {tt.degraded},
+			}
+			if rec.Code != 200 || !reflect.DeepEqual(rec.Header(), want) || rec.Body.Len() != 0 {
+				t.Errorf("got %d %v %q, want 200 %v and no body", rec.Code, rec.Header(), rec.Body.String(), want)
+			}
+		})
+	}
 	t.Run("HTTP/1.1 is not gRPC", func(t *testing.T) {
 		rec := fbServe(t, visit0, proxy.PointOptions{}, grpcReq(1))
 		if rec.Code != 429 || rec.Header().Get("Grpc-Status") != "" {
@@ -303,4 +315,77 @@ func TestGRPCFallback(t *testing.T) {
 				resp.ProtoMajor, resp.StatusCode, resp.Header.Get("Grpc-Status"), n)
 		}
 	})
+}
+
+// grpcRequest is a gRPC call (an empty unary frame) over protoMajor.
+func grpcRequest(protoMajor int) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/orders.v1.Orders/Create", strings.NewReader("\x00\x00\x00\x00\x00"))
+	r.Header.Set("Content-Type", "application/grpc+proto")
+	r.ProtoMajor, r.ProtoMinor = protoMajor, 0
+	if protoMajor == 1 {
+		r.ProtoMinor = 1
+	}
+	return r
+}
+
+// TestEveryDegradedAnswer: a request degraded by a strategy and a failed
+// upstream call on a point with fallbackOnError get their answer from the
+// same fallback, so both are right for HEAD (the GET's headers, no body)
+// and for gRPC (a trailers-only answer, whatever the HTTP fallback says).
+func TestEveryDegradedAnswer(t *testing.T) {
+	refused := rpRoundTrip(func(*http.Request) (*http.Response, error) {
+		return nil, errors.New("dial tcp 127.0.0.1:9: connect: connection refused")
+	})
+	custom := proxy.Fallback{Status: 503, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("sorry"), BodySet: true}
+	ways := []struct {
+		name      string
+		set       func(*limiter.Settings)
+		transport http.RoundTripper
+		degraded  string // the Sds-Degraded value
+	}{
+		{"strategy", func(s *limiter.Settings) { s.VisitThreshold = 0 }, fbNever(t), "visit; point=orders"},
+		{"fallbackOnError", nil, refused, "upstream_error; point=orders"},
+	}
+	for _, way := range ways {
+		opts := proxy.PointOptions{FallbackOnError: true, Fallback: custom}
+		t.Run(way.name+"/GET", func(t *testing.T) {
+			rec := fbServeVia(t, way.transport, way.set, opts, get())
+			want := http.Header{"Content-Type": {"text/plain"}, "Content-Length": {"5"}, "Sds-Degraded": {way.degraded}}
+			if rec.Code != 503 || !reflect.DeepEqual(rec.Header(), want) || rec.Body.String() != "sorry" {
+				t.Errorf("got %d %v %q, want 503 %v \"sorry\"", rec.Code, rec.Header(), rec.Body.String(), want)
+			}
+		})
+		t.Run(way.name+"/HEAD", func(t *testing.T) {
+			rec := fbServeVia(t, way.transport, way.set, opts, httptest.NewRequest(http.MethodHead, "/api/orders", nil))
+			want := http.Header{"Content-Type": {"text/plain"}, "Content-Length": {"5"}, "Sds-Degraded": {way.degraded}}
+			if rec.Code != 503 || !reflect.DeepEqual(rec.Header(), want) || rec.Body.Len() != 0 {
+				t.Errorf("got %d %v %q, want 503 %v and no body", rec.Code, rec.Header(), rec.Body.String(), want)
+			}
+		})
+		t.Run(way.name+"/gRPC", func(t *testing.T) {
+			rec := fbServeVia(t, way.transport, way.set, opts, grpcRequest(2))
+			want := http.Header{
+				"Content-Type": {"application/grpc"},
+				"Grpc-Status":  {"14"},
+				"Grpc-Message": {"degraded: " + way.degraded},
+				"Sds-Degraded": {way.degraded},
+			}
+			if rec.Code != 200 || !reflect.DeepEqual(rec.Header(), want) || rec.Body.Len() != 0 {
+				t.Errorf("got %d %v %q, want 200 %v and no body", rec.Code, rec.Header(), rec.Body.String(), want)
+			}
+		})
+	}
+}
+
+// fbServeVia is fbServe with the upstream transport given.
+func fbServeVia(t *testing.T, transport http.RoundTripper, set func(*limiter.Settings), opts proxy.PointOptions, reqs ...*http.Request) *httptest.ResponseRecorder {
+	t.Helper()
+	p := rpPoint(t, "orders", set, opts)
+	h, _ := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: transport, Now: func() time.Time { return fbT0 }})
+	var rec *httptest.ResponseRecorder
+	for _, r := range reqs {
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+	}
+	return rec
 }

@@ -52,10 +52,14 @@ type Handler struct {
 	h2c     http.RoundTripper // h2c upstreams, built on first use
 }
 
-// snapshot is a Config with what the request path derives from it.
+// snapshot is a Config with what the request path derives from it: the
+// transport, and each point's metric series, resolved when the Config is
+// swapped in so that the Config is never written and a request does no
+// label lookup.
 type snapshot struct {
 	*Config
 	transport http.RoundTripper
+	metrics   map[*Point]*pointMetrics // every point of Points and Routes
 }
 
 // New returns a Handler serving cfg.
@@ -92,11 +96,13 @@ func (h *Handler) Swap(cfg *Config) {
 		}
 		s.transport = h.h2c
 	}
+	s.metrics = make(map[*Point]*pointMetrics, len(cfg.Points))
 	for _, p := range cfg.Points {
-		// Only a point new to the handler is written: a point swapped in
-		// again (a rollback) may be serving requests that read it.
-		if p.metrics == nil {
-			p.metrics = h.opts.Metrics.forPoint(p.Name)
+		s.metrics[p] = h.opts.Metrics.forPoint(p.name)
+	}
+	for _, rt := range cfg.Routes {
+		if _, ok := s.metrics[rt.Point]; !ok && rt.Point != nil {
+			s.metrics[rt.Point] = h.opts.Metrics.forPoint(rt.Point.name)
 		}
 	}
 	h.current.Store(s)
@@ -111,9 +117,10 @@ func (h *Handler) Points() []*Point { return h.current.Load().Points }
 // call is the state of one request on a point, from Enter to Exit. It
 // travels in the request context to the ReverseProxy hooks.
 type call struct {
-	h     *Handler
-	snap  *snapshot
-	point *Point
+	h       *Handler
+	snap    *snapshot
+	point   *Point
+	metrics *pointMetrics // the point's series; nil when point is nil
 	// path is the escaped, normalised path the request was routed by,
 	// which the upstream receives; "" when it is the request's own.
 	path    string
@@ -159,24 +166,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.rp.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
-	c := &call{h: h, snap: s, point: p, path: rewritten}
+	c := &call{h: h, snap: s, point: p, metrics: s.metrics[p], path: rewritten}
 	pressure := s.PressureTestHeader != "" && isTrue(r.Header.Get(s.PressureTestHeader))
 	now := h.now()
-	c.verdict = p.Limiter.Enter(&c.lim, now, pressure)
+	c.verdict = p.lim.Enter(&c.lim, now, pressure)
 	h.logEvents(p, c.verdict, c.verdict.Events)
 	if !c.verdict.Allowed {
-		status := p.fallbacks.serve(w, r, c.verdict)
-		p.metrics.degraded.Inc()
-		p.metrics.strategyCounter(c.verdict.Strategy).Inc()
+		status := p.fallback.serve(w, r, verdictReason(c.verdict))
+		c.metrics.degraded.Inc()
+		c.metrics.strategyCounter(c.verdict.Strategy).Inc()
 		h.access(r, c, status, 0)
 		return
 	}
 	if c.verdict.Shadow {
-		w.Header().Set("Sds-Shadow-Degraded", p.fallbacks.degradedHeader(c.verdict))
-		p.metrics.shadowDegraded.Inc()
-		p.metrics.strategyCounter(c.verdict.Strategy).Inc()
+		w.Header().Set("Sds-Shadow-Degraded", p.fallback.answer(verdictReason(c.verdict)).degraded)
+		c.metrics.shadowDegraded.Inc()
+		c.metrics.strategyCounter(c.verdict.Strategy).Inc()
 	} else {
-		p.metrics.proxied.Inc()
+		c.metrics.proxied.Inc()
 	}
 	h.forward(w, r, c)
 }
@@ -187,7 +194,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	p := c.point
 	ctx := context.WithValue(r.Context(), callKey{}, c)
-	if p.UpstreamTimeout > 0 {
+	if p.upstreamTimeout > 0 {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		defer cancel(nil)
@@ -197,7 +204,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 		c.reqBody = clientBody{ReadCloser: r.Body, c: c}
 		r.Body = &c.reqBody
 	}
-	c.startClock(p.Limiter.TimeoutThreshold(), p.UpstreamTimeout)
+	c.startClock(p.lim.TimeoutThreshold(), p.upstreamTimeout)
 	completed := false
 	defer func() {
 		if !completed || c.upstreamFailed {
@@ -217,7 +224,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	// A gRPC call ended at its headers; its status may come in the trailers.
 	if c.grpc != nil && grpcFailed(c.grpc.Trailer) && c.lim.FailAfterExit(h.now()) {
-		p.metrics.statusErrors.Inc()
+		c.metrics.statusErrors.Inc()
 	}
 }
 
@@ -235,9 +242,9 @@ func (h *Handler) aborted(r *http.Request, ctx context.Context, c *call) {
 	}
 	c.outcome = limiter.Failed
 	if errors.Is(context.Cause(ctx), errUpstreamTimeout) {
-		c.point.metrics.timeoutErrors.Inc()
+		c.metrics.timeoutErrors.Inc()
 	} else {
-		c.point.metrics.bodyErrors.Inc()
+		c.metrics.bodyErrors.Inc()
 	}
 }
 
@@ -255,9 +262,9 @@ func (h *Handler) exit(c *call) time.Duration {
 		h.logEvents(c.point, c.verdict, ev)
 	}
 	if timedOutBefore {
-		c.point.metrics.timeouts.Inc()
+		c.metrics.timeouts.Inc()
 	}
-	c.point.metrics.duration.Observe(took.Seconds())
+	c.metrics.duration.Observe(took.Seconds())
 	return took
 }
 
@@ -289,7 +296,7 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 	c.outcome = limiter.OK
 	if resp.StatusCode >= 500 || grpcFailed(resp.Header) {
 		c.outcome = limiter.Failed
-		c.point.metrics.statusErrors.Inc()
+		c.metrics.statusErrors.Inc()
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// ReverseProxy writes the 101 on the hijacked connection, past
@@ -309,9 +316,10 @@ func (h *Handler) modifyResponse(resp *http.Response) error {
 }
 
 // errorHandler answers a failed upstream call: 504 for a passed
-// UpstreamTimeout, 502 for a transport error (or the fallback with
-// FallbackOnError), 400 for a client body that failed to read, and for a
-// client that went away a 502 nobody reads, logged as 499.
+// UpstreamTimeout, 502 for a transport error (or, for both, the point's
+// fallback with FallbackOnError: the same handler as every degraded answer,
+// marked upstream_error), 400 for a client body that failed to read, and
+// for a client that went away a 502 nobody reads, logged as 499.
 func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	c := r.Context().Value(callKey{}).(*call)
 	var status int
@@ -320,7 +328,7 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		status = http.StatusGatewayTimeout
 		c.outcome = limiter.Failed
 		if c.point != nil {
-			c.point.metrics.timeoutErrors.Inc()
+			c.metrics.timeoutErrors.Inc()
 		}
 	case c.bodyFailed.Load():
 		// Before the client-cancel case: the server cancels the context
@@ -338,16 +346,11 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		status = http.StatusBadGateway
 		c.outcome = limiter.Failed
 		if c.point != nil {
-			c.point.metrics.transportErrors.Inc()
+			c.metrics.transportErrors.Inc()
 		}
 	}
-	if c.point != nil && c.point.FallbackOnError && c.outcome == limiter.Failed {
-		fb := &c.point.errorFB
-		for k, vs := range fb.header {
-			w.Header()[k] = vs
-		}
-		w.WriteHeader(fb.status)
-		w.Write(fb.body)
+	if c.point != nil && c.point.fallbackOnError && c.outcome == limiter.Failed {
+		c.point.fallback.ServeHTTP(w, r)
 		return
 	}
 	w.WriteHeader(status)
@@ -358,19 +361,19 @@ func (h *Handler) logEvents(p *Point, v limiter.Verdict, ev limiter.Events) {
 		return
 	}
 	log := h.opts.Logger
-	fields := []zap.Field{zap.String("point", p.Name), zap.String("strategy", v.Strategy.String()),
+	fields := []zap.Field{zap.String("point", p.name), zap.String("strategy", v.Strategy.String()),
 		zap.Int64("count", v.Count), zap.Int64("threshold", v.Threshold)}
 	if ev.Has(limiter.EventTripped) {
 		log.Warn("point tripped", fields...)
 	}
 	if ev.Has(limiter.EventDelayStarted) {
-		log.Warn("delay started", append(fields, zap.Duration("delay", p.Limiter.Settings().DelayTime))...)
+		log.Warn("delay started", append(fields, zap.Duration("delay", p.lim.Settings().DelayTime))...)
 	}
 	if ev.Has(limiter.EventDelayEnded) {
-		log.Info("delay ended", zap.String("point", p.Name))
+		log.Info("delay ended", zap.String("point", p.name))
 	}
 	if ev.Has(limiter.EventRecovered) {
-		log.Info("point recovered", zap.String("point", p.Name))
+		log.Info("point recovered", zap.String("point", p.name))
 	}
 }
 
@@ -385,7 +388,7 @@ func (h *Handler) access(r *http.Request, c *call, status int, upstream time.Dur
 		path = r.URL.EscapedPath()
 	}
 	h.opts.AccessLog.Info("request",
-		zap.String("point", c.point.Name),
+		zap.String("point", c.point.name),
 		zap.String("method", r.Method),
 		zap.String("path", path),
 		zap.Int("status", status),

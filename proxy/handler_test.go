@@ -119,7 +119,7 @@ var rpOK = rpRoundTrip(func(r *http.Request) (*http.Response, error) {
 
 // rpCounts returns p's window counts and calls in flight at now.
 func rpCounts(p *proxy.Point, now time.Time) (limiter.Counts, int64) {
-	sn := p.Limiter.Snapshot(now)
+	sn := p.Limiter().Snapshot(now)
 	return sn.Counts, sn.InFlight
 }
 
@@ -511,7 +511,7 @@ func TestClientGoesAway(t *testing.T) {
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("client: got %v, want context.Canceled", err)
 	}
-	rpEventually(t, "slot freed", func() bool { return p.Limiter.InFlight() == 0 })
+	rpEventually(t, "slot freed", func() bool { return p.Limiter().InFlight() == 0 })
 	if counts, _ := rpCounts(p, time.Now()); counts.Exceptions != 0 {
 		t.Errorf("exceptions: got %d, want 0", counts.Exceptions)
 	}
@@ -599,7 +599,7 @@ func TestShortClientBody(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("status: got %d, want 400", resp.StatusCode)
 	}
-	rpEventually(t, "slot freed", func() bool { return p.Limiter.InFlight() == 0 })
+	rpEventually(t, "slot freed", func() bool { return p.Limiter().InFlight() == 0 })
 	if counts, _ := rpCounts(p, time.Now()); counts.Exceptions != 0 || counts.Visits != 1 {
 		t.Errorf("visits, exceptions: got %d, %d, want 1, 0", counts.Visits, counts.Exceptions)
 	}
@@ -709,7 +709,7 @@ func TestAbortMidBody(t *testing.T) {
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("reading the body: got %v, want io.ErrUnexpectedEOF", err)
 		}
-		rpEventually(t, "slot freed", func() bool { return p.Limiter.InFlight() == 0 })
+		rpEventually(t, "slot freed", func() bool { return p.Limiter().InFlight() == 0 })
 		if counts, _ := rpCounts(p, time.Now()); counts.Exceptions != 1 {
 			t.Errorf("exceptions: got %d, want 1", counts.Exceptions)
 		}
@@ -764,7 +764,7 @@ func TestSSE(t *testing.T) {
 			t.Fatalf("first event: got %q, want %q", got, "data: one\n")
 		}
 		// The upstream is still blocked: the first event was flushed.
-		if got := p.Limiter.InFlight(); got != 0 {
+		if got := p.Limiter().InFlight(); got != 0 {
 			t.Errorf("in flight while streaming: got %d, want 0", got)
 		}
 		release()
@@ -823,7 +823,7 @@ func TestUpgrade(t *testing.T) {
 				t.Errorf("echo: got %q, want %q", got, msg)
 			}
 		}
-		if got := p.Limiter.InFlight(); got != 0 {
+		if got := p.Limiter().InFlight(); got != 0 {
 			t.Errorf("in flight while upgraded: got %d, want 0", got)
 		}
 		conn.Close()

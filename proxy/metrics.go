@@ -167,11 +167,11 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, p := range c.points() {
 		tripped := 0.0
-		if p.Limiter.Tripped(now) {
+		if p.lim.Tripped(now) {
 			tripped = 1
 		}
-		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(p.Limiter.InFlight()), p.Name)
-		ch <- prometheus.MustNewConstMetric(trippedDesc, prometheus.GaugeValue, tripped, p.Name)
+		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(p.lim.InFlight()), p.name)
+		ch <- prometheus.MustNewConstMetric(trippedDesc, prometheus.GaugeValue, tripped, p.name)
 	}
 }
 

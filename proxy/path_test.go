@@ -125,7 +125,7 @@ func TestNormalizePathAllocs(t *testing.T) {
 // TestRouteAllocs: routing a request whose path is normal allocates
 // nothing, host and port matching included.
 func TestRouteAllocs(t *testing.T) {
-	p := &Point{Name: "p"}
+	p := &Point{name: "p"}
 	var routes []Route
 	for _, r := range []Route{
 		{Point: p, Methods: []string{"POST"}, Path: "/api/orders"},
@@ -252,7 +252,7 @@ func FuzzNormalizePath(f *testing.F) {
 // normalised, its host split, and a table of routes tried in order (the
 // last one matches), for a normal path and a dirty one.
 func BenchmarkRouting(b *testing.B) {
-	p := &Point{Name: "p"}
+	p := &Point{name: "p"}
 	var routes []Route
 	for _, r := range []Route{
 		{Point: p, Methods: []string{"POST"}, Path: "/api/orders"},

@@ -5,7 +5,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,8 @@ import (
 // TestH2CGRPC: with h2c on both sides, a gRPC-style call goes through over
 // cleartext HTTP/2 end to end with its trailers; a grpc-status other than 0
 // in the trailers counts as an exception, and a degraded gRPC call gets a
-// trailers-only answer with grpc-status 14.
+// trailers-only answer with grpc-status 14 and the fallback's grpcMessage,
+// never the fallback's HTTP status and body.
 func TestH2CGRPC(t *testing.T) {
 	needBinaries(t)
 	up := startProcess(t, "sds-upstream", "-listen", "127.0.0.1:0", "-h2c")
@@ -25,7 +28,7 @@ func TestH2CGRPC(t *testing.T) {
 	e := &env{t: t, dir: t.TempDir(), upstream: "h2c://" + strings.TrimPrefix(line, "listening ")}
 	e.config = filepath.Join(e.dir, "sds.yaml")
 	config := "upstream: " + e.upstream + "\nh2c: true\ndrainTimeout: 5s\n" +
-		pointRoute + "    exceptionThreshold: 1\n"
+		pointRoute + "    exceptionThreshold: 1\n    fallback: {status: 503, body: busy, grpcMessage: try later}\n"
 	if err := os.WriteFile(e.config, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +81,29 @@ func TestH2CGRPC(t *testing.T) {
 	}
 
 	resp, body = call("0")
-	if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "14" || resp.Header.Get("Sds-Degraded") != "exception; point=p" || len(body) != 0 {
-		t.Errorf("degraded call: got %d grpc-status %q Sds-Degraded %q body %q; want a trailers-only 200 with grpc-status 14",
-			resp.StatusCode, resp.Header.Get("Grpc-Status"), resp.Header.Get("Sds-Degraded"), body)
+	if resp.StatusCode != 200 || resp.Header.Get("Grpc-Status") != "14" || resp.Header.Get("Grpc-Message") != "try later" ||
+		resp.Header.Get("Sds-Degraded") != "exception; point=p" || len(body) != 0 {
+		t.Errorf("degraded call: got %d grpc-status %q grpc-message %q Sds-Degraded %q body %q; want a trailers-only 200 with grpc-status 14 and \"try later\"",
+			resp.StatusCode, resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"), resp.Header.Get("Sds-Degraded"), body)
+	}
+}
+
+// TestValidateGRPCWarning: an HTTP fallback on a config that carries gRPC,
+// with no grpcStatus or grpcMessage, is a warning: validate prints it as
+// FILE:LINE:COL: warning: message, then OK, and exits 0.
+func TestValidateGRPCWarning(t *testing.T) {
+	needBinaries(t)
+	path := filepath.Join(t.TempDir(), "sds.yaml")
+	config := "upstream: h2c://127.0.0.1:9\n" + pointRoute + "    visitThreshold: 5\n    fallback: {status: 503, body: busy}\n"
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(binDir, "sds-proxy"), "validate", "-config", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("validate: %v, output %q; want exit 0", err, out)
+	}
+	want := regexp.MustCompile(`^` + regexp.QuoteMeta(path) + `:\d+:\d+: warning: point "p": gRPC clients \(the h2c:// upstream\) never get this fallback's HTTP status and body.*\nOK\n$`)
+	if !want.Match(out) {
+		t.Errorf("validate: got %q, want one warning line and OK", out)
 	}
 }

@@ -65,6 +65,7 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 	if err != nil {
 		return err
 	}
+	logWarnings(log, file)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -249,6 +250,7 @@ func reportReloads(ctx context.Context, w *config.Watcher, m *proxy.Metrics, sta
 		status.applied(now, res.File, res.Change.String())
 		log.Info("config reloaded", zap.String("change", res.Change.String()), zap.String("hash", res.File.Hash),
 			zap.Bool("forced", res.Forced))
+		logWarnings(log, res.File)
 		if len(res.Change.NeedsRestart) > 0 {
 			log.Warn("config change needs a restart to apply", zap.Strings("settings", res.Change.NeedsRestart))
 		}

@@ -22,7 +22,7 @@ func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
 	old := make(map[string]*proxy.Point)
 	if prev != nil {
 		for _, p := range prev.Points {
-			old[p.Name] = p
+			old[p.Name()] = p
 		}
 	}
 	cfg := &proxy.Config{
@@ -38,7 +38,7 @@ func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
 		s := limiterSettings(f, cp)
 		var lim *limiter.Point
 		if o, ok := old[cp.Name]; ok {
-			lim, err = o.Limiter.Reconfigure(s)
+			lim, err = o.Limiter().Reconfigure(s)
 		} else {
 			lim, err = limiter.NewPoint(cp.Name, s)
 		}
@@ -94,12 +94,16 @@ func limiterSettings(f *config.File, p *config.Point) limiter.Settings {
 	return s
 }
 
+// fallback maps a point's fallback: the HTTP answer and the gRPC answer.
 func fallback(f config.Fallback) proxy.Fallback {
 	h := make(http.Header, len(f.Headers))
 	for _, kv := range f.Headers {
 		h.Add(kv[0], kv[1])
 	}
-	return proxy.Fallback{Status: f.Status, Header: h, Body: f.Body, BodySet: f.BodySet}
+	return proxy.Fallback{
+		Status: f.Status, Header: h, Body: f.Body, BodySet: f.BodySet,
+		GRPCStatus: f.GRPCStatus, GRPCStatusSet: f.GRPCStatusSet, GRPCMessage: f.GRPCMessage,
+	}
 }
 
 // upstreamURL parses the upstream; h2c:// means cleartext HTTP/2 to an

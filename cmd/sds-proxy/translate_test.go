@@ -34,13 +34,13 @@ func TestTranslateExample(t *testing.T) {
 		t.Fatalf("routes = %d, want %d", got, want)
 	}
 	for i, r := range f.Routes {
-		if got := cfg.Routes[i].Point.Name; got != r.Point {
+		if got := cfg.Routes[i].Point.Name(); got != r.Point {
 			t.Errorf("route %d point = %q, want %q", i, got, r.Point)
 		}
 	}
 	for i := range f.Points {
 		cp, p := &f.Points[i], cfg.Points[i]
-		s := p.Limiter.Settings()
+		s := p.Limiter().Settings()
 		checks := []struct {
 			name      string
 			got, want int64
@@ -68,8 +68,8 @@ func TestTranslateExample(t *testing.T) {
 		if s.Shadow != cp.Shadow || s.PressureTestDowngrade != cp.PressureTestDowngrade {
 			t.Errorf("point %s shadow/pressure = %v/%v, want %v/%v", cp.Name, s.Shadow, s.PressureTestDowngrade, cp.Shadow, cp.PressureTestDowngrade)
 		}
-		if p.UpstreamTimeout != cp.UpstreamTimeout || p.FallbackOnError != cp.FallbackOnError {
-			t.Errorf("point %s upstreamTimeout/fallbackOnError = %v/%v, want %v/%v", cp.Name, p.UpstreamTimeout, p.FallbackOnError, cp.UpstreamTimeout, cp.FallbackOnError)
+		if p.UpstreamTimeout() != cp.UpstreamTimeout || p.FallbackOnError() != cp.FallbackOnError {
+			t.Errorf("point %s upstreamTimeout/fallbackOnError = %v/%v, want %v/%v", cp.Name, p.UpstreamTimeout(), p.FallbackOnError(), cp.UpstreamTimeout, cp.FallbackOnError)
 		}
 	}
 }
@@ -85,14 +85,14 @@ func TestTranslateKeepsState(t *testing.T) {
 	now := time.Now()
 	p := first.Points[0]
 	var c limiter.Call
-	p.Limiter.Enter(&c, now, false)
+	p.Limiter().Enter(&c, now, false)
 	c.Exit(now, limiter.Failed)
 
 	second, err := translate(f, first)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := second.Points[0].Limiter.Snapshot(now).Counts
+	got := second.Points[0].Limiter().Snapshot(now).Counts
 	if got.Visits != 1 || got.Exceptions != 1 {
 		t.Errorf("after a reload with the same window: counts = %+v, want 1 visit and 1 exception", got)
 	}
@@ -103,7 +103,7 @@ func TestTranslateKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := third.Points[0].Limiter.Snapshot(now).Counts; got != (limiter.Counts{}) {
+	if got := third.Points[0].Limiter().Snapshot(now).Counts; got != (limiter.Counts{}) {
 		t.Errorf("after a reload with another window shape: counts = %+v, want zero", got)
 	}
 }
