@@ -114,6 +114,18 @@ func (h *Handler) Config() *Config { return h.current.Load().Config }
 // Points returns the points of the configuration in force.
 func (h *Handler) Points() []*Point { return h.current.Load().Points }
 
+// Snapshots returns the state of each point of the configuration in force
+// at now, in config order (limiter.Point.Snapshot): what the admin port
+// shows. It has no side effects and is safe for concurrent use.
+func (h *Handler) Snapshots(now time.Time) []limiter.Snapshot {
+	points := h.Points()
+	out := make([]limiter.Snapshot, len(points))
+	for i, p := range points {
+		out[i] = p.lim.Snapshot(now)
+	}
+	return out
+}
+
 // call is the state of one request on a point, from Enter to Exit. It
 // travels in the request context to the ReverseProxy hooks.
 type call struct {

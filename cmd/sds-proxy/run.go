@@ -21,6 +21,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
 // Proxy-port hardening. There is deliberately no server-wide read or write
@@ -78,9 +79,9 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 	handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: metrics})
 
 	status := &reloadStatus{drain: file.DrainTimeout,
-		st: proxy.ReloadStatus{Path: file.Path, Hash: file.Hash, LoadedAt: time.Now(), LastAttempt: time.Now(), LastOK: true}}
+		st: admin.ReloadStatus{Path: file.Path, Hash: file.Hash, LoadedAt: time.Now(), LastAttempt: time.Now(), LastOK: true}}
 	var ready atomic.Bool
-	admin := proxy.NewAdmin(proxy.AdminOptions{Handler: handler, Gatherer: reg, Ready: ready.Load, Status: status.get})
+	adminHandler := admin.New(admin.Options{Points: handler, Gatherer: reg, Ready: ready.Load, Status: status.get})
 
 	proxyLn, err := net.Listen("tcp", file.Listen)
 	if err != nil {
@@ -113,7 +114,7 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
 	adminSrv := &http.Server{
-		Handler:           admin,
+		Handler:           adminHandler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -260,11 +261,11 @@ func reportReloads(ctx context.Context, w *config.Watcher, m *proxy.Metrics, sta
 // reloadStatus is the config state shown on the admin port.
 type reloadStatus struct {
 	mu    sync.Mutex
-	st    proxy.ReloadStatus
+	st    admin.ReloadStatus
 	drain time.Duration // drain timeout of the config in force
 }
 
-func (r *reloadStatus) get() proxy.ReloadStatus {
+func (r *reloadStatus) get() admin.ReloadStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.st
@@ -273,7 +274,7 @@ func (r *reloadStatus) get() proxy.ReloadStatus {
 func (r *reloadStatus) applied(at time.Time, f *config.File, change string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.st = proxy.ReloadStatus{Path: f.Path, Hash: f.Hash, LoadedAt: at, LastAttempt: at, LastOK: true, LastChange: change}
+	r.st = admin.ReloadStatus{Path: f.Path, Hash: f.Hash, LoadedAt: at, LastAttempt: at, LastOK: true, LastChange: change}
 	r.drain = f.DrainTimeout
 }
 

@@ -1,4 +1,8 @@
-package proxy
+// Package admin is sds-proxy's read-only admin port: health and readiness
+// probes, the Prometheus metrics, the /status document and the dashboard.
+// It reads the request path only through Points (a *proxy.Handler is one)
+// and never writes to it; the request path does not know it exists.
+package admin
 
 import (
 	"crypto/sha256"
@@ -31,12 +35,21 @@ type ReloadStatus struct {
 	LastChange string
 }
 
-// AdminOptions are the admin port's sources. Handler and Gatherer are
-// required; the other fields default when nil.
-type AdminOptions struct {
-	// Handler is the request path; Points gives the points in force.
-	Handler *Handler
-	// Gatherer is the registry the Metrics were registered on.
+// Points is the request path as the admin port reads it: the state of
+// the points in force. *proxy.Handler implements it.
+type Points interface {
+	// Snapshots returns one snapshot per point in force, in config order,
+	// taken at now without side effects. It is called once per /status
+	// request, concurrently with requests on the points.
+	Snapshots(now time.Time) []limiter.Snapshot
+}
+
+// Options are the admin port's sources. Points and Gatherer are required;
+// the other fields default when nil.
+type Options struct {
+	// Points is the request path whose points /status shows.
+	Points Points
+	// Gatherer is the registry the proxy's metrics were registered on.
 	Gatherer prometheus.Gatherer
 	// Ready reports false while draining (SIGTERM) or before serving; nil
 	// means always ready.
@@ -47,9 +60,9 @@ type AdminOptions struct {
 	Now func() time.Time
 }
 
-// NewAdmin returns the read-only admin port (SPEC §6). It answers GET and
-// HEAD only (other methods: 405 with Allow), 404 for unknown paths, and
-// never logs a request. It is safe for concurrent use.
+// New returns the read-only admin port (the README's "Admin port"). It
+// answers GET and HEAD only (other methods: 405 with Allow), 404 for
+// unknown paths, and never logs a request. It is safe for concurrent use.
 //
 //	GET /healthz  200 "ok" while the process runs.
 //	GET /readyz   200 "ready" while Ready reports true, else 503 "draining".
@@ -100,14 +113,14 @@ type AdminOptions struct {
 //	    }
 //	  ]
 //	}
-func NewAdmin(opts AdminOptions) http.Handler {
-	a := &adminServer{opts: opts}
+func New(opts Options) http.Handler {
+	a := &server{opts: opts}
 	if a.opts.Now == nil {
 		a.opts.Now = time.Now
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		adminText(w, http.StatusOK, "ok")
+		plainText(w, http.StatusOK, "ok")
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
@@ -116,19 +129,20 @@ func NewAdmin(opts AdminOptions) http.Handler {
 	return mux
 }
 
-type adminServer struct {
-	opts AdminOptions
+// server is the admin port's state: its options, read-only after New.
+type server struct {
+	opts Options
 }
 
-func (a *adminServer) readyz(w http.ResponseWriter, r *http.Request) {
+func (a *server) readyz(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Ready != nil && !a.opts.Ready() {
-		adminText(w, http.StatusServiceUnavailable, "draining")
+		plainText(w, http.StatusServiceUnavailable, "draining")
 		return
 	}
-	adminText(w, http.StatusOK, "ready")
+	plainText(w, http.StatusOK, "ready")
 }
 
-func adminText(w http.ResponseWriter, status int, body string) {
+func plainText(w http.ResponseWriter, status int, body string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -136,16 +150,16 @@ func adminText(w http.ResponseWriter, status int, body string) {
 	w.Write([]byte(body))
 }
 
-func (a *adminServer) status(w http.ResponseWriter, r *http.Request) {
+func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	var rs ReloadStatus
 	if a.opts.Status != nil {
 		rs = a.opts.Status()
 	}
 	now := a.opts.Now()
-	points := a.opts.Handler.Points()
-	doc := statusDoc{Now: now.UTC(), Config: statusConfig(rs), Points: make([]pointJSON, 0, len(points))}
-	for _, p := range points {
-		doc.Points = append(doc.Points, statusPoint(p.Limiter().Snapshot(now)))
+	snapshots := a.opts.Points.Snapshots(now)
+	doc := statusDoc{Now: now.UTC(), Config: statusConfig(rs), Points: make([]pointJSON, 0, len(snapshots))}
+	for _, sn := range snapshots {
+		doc.Points = append(doc.Points, statusPoint(sn))
 	}
 	body, err := json.Marshal(doc)
 	if err != nil { // cannot happen: the document holds no unsupported values
@@ -158,7 +172,7 @@ func (a *adminServer) status(w http.ResponseWriter, r *http.Request) {
 	w.Write(append(body, '\n'))
 }
 
-// The /status document; see NewAdmin for its shape.
+// The /status document; see New for its shape.
 type (
 	statusDoc struct {
 		Now    time.Time   `json:"now"`

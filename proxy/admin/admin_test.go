@@ -1,4 +1,4 @@
-package proxy_test
+package admin_test
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
 // adminT0 is the instant of the admin tests' requests, half-way into a
@@ -64,7 +65,7 @@ type adminFixture struct {
 	metrics *proxy.Metrics
 	clock   *adminClock
 	ready   atomic.Bool
-	status  proxy.ReloadStatus
+	status  admin.ReloadStatus
 	admin   http.Handler
 	srv     *httptest.Server
 }
@@ -101,7 +102,7 @@ func newAdminFixture(t *testing.T, points ...adminPoint) *adminFixture {
 		Transport: adminUpstream{},
 		Now:       f.clock.Now,
 	})
-	f.status = proxy.ReloadStatus{
+	f.status = admin.ReloadStatus{
 		Path:        "/etc/sds/sds.yaml",
 		Hash:        "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 		LoadedAt:    adminT0.Add(-time.Minute),
@@ -110,11 +111,11 @@ func newAdminFixture(t *testing.T, points ...adminPoint) *adminFixture {
 		LastError:   `sds.yaml:3:1: unknown key "visitThreshhold"`,
 		LastChange:  "orders.read: visitThreshold 5 -> 2",
 	}
-	f.admin = proxy.NewAdmin(proxy.AdminOptions{
-		Handler:  f.h,
+	f.admin = admin.New(admin.Options{
+		Points:   f.h,
 		Gatherer: reg,
 		Ready:    f.ready.Load,
-		Status:   func() proxy.ReloadStatus { return f.status },
+		Status:   func() admin.ReloadStatus { return f.status },
 		Now:      f.clock.Now,
 	})
 	f.srv = httptest.NewServer(f.admin)
@@ -280,7 +281,7 @@ func TestAdminStatusNoPoints(t *testing.T) {
 	m := proxy.NewMetrics(reg, func() []*proxy.Point { return h.Points() })
 	h = proxy.New(&proxy.Config{Upstream: upstream}, proxy.Options{Logger: zap.NewNop(), Metrics: m, Transport: adminUpstream{}})
 	// Ready, Status and Now left nil: always ready, a zero ReloadStatus, time.Now.
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminOptions{Handler: h, Gatherer: reg}))
+	srv := httptest.NewServer(admin.New(admin.Options{Points: h, Gatherer: reg}))
 	defer srv.Close()
 
 	resp, err := http.Get(srv.URL + "/status")
@@ -518,7 +519,7 @@ func dumpDOM(t *testing.T, url string) string {
 	return stdout.String()
 }
 
-func ExampleNewAdmin() {
+func ExampleNew() {
 	reg := prometheus.NewRegistry()
 	var h *proxy.Handler
 	metrics := proxy.NewMetrics(reg, func() []*proxy.Point { return h.Points() })
@@ -526,20 +527,20 @@ func ExampleNewAdmin() {
 	h = proxy.New(&proxy.Config{Upstream: upstream}, proxy.Options{Logger: zap.NewNop(), Metrics: metrics})
 
 	var draining atomic.Bool // set on SIGTERM
-	admin := proxy.NewAdmin(proxy.AdminOptions{
-		Handler:  h,
+	port := admin.New(admin.Options{
+		Points:   h,
 		Gatherer: reg,
 		Ready:    func() bool { return !draining.Load() },
-		Status:   func() proxy.ReloadStatus { return proxy.ReloadStatus{Path: "sds.yaml"} },
+		Status:   func() admin.ReloadStatus { return admin.ReloadStatus{Path: "sds.yaml"} },
 	})
 	for _, path := range []string{"/healthz", "/readyz"} {
 		rec := httptest.NewRecorder()
-		admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		port.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		fmt.Println(path, rec.Code, rec.Body)
 	}
 	draining.Store(true)
 	rec := httptest.NewRecorder()
-	admin.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	port.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	fmt.Println("/readyz", rec.Code, rec.Body)
 	// Output:
 	// /healthz 200 ok
