@@ -88,6 +88,10 @@ func New(cfg *Config, opts Options) *Handler {
 
 // Swap makes cfg the configuration of every request that starts after it
 // returns. Requests in flight finish under the configuration they began with.
+// Swap reads cfg and writes nothing into it: each point's metric series are
+// looked up by the point's name (the same series across reloads) and kept
+// in the new snapshot, beside cfg. Swap is not safe to call concurrently
+// with itself; it is safe with requests.
 func (h *Handler) Swap(cfg *Config) {
 	s := &snapshot{Config: cfg, transport: h.plain}
 	if cfg.UpstreamH2C {
