@@ -55,6 +55,12 @@ type File struct {
 	// DrainTimeout is how long SIGTERM waits for in-flight requests before
 	// exiting. Default 25s; 0 exits without waiting.
 	DrainTimeout time.Duration
+	// MaxConnections is the most client connections the proxy port holds
+	// open at once, idle, busy and upgraded ones together: 1 to
+	// 1,000,000. Default DefaultMaxConnections. At the limit a new
+	// connection closes the oldest idle one to get in, or is refused when
+	// every one is busy. A change applies on a reload.
+	MaxConnections int
 	// TLS is the inbound TLS setting; the zero value serves cleartext.
 	// Changing it needs a restart.
 	TLS TLS

@@ -202,7 +202,7 @@ func firstBadLine(data []byte) int {
 }
 
 var (
-	topKeys      = []string{"listen", "h2c", "upstream", "admin", "forwardedHeaders", "window", "buckets", "pressureTestHeader", "accessLog", "drainTimeout", "tls", "routes", "points"}
+	topKeys      = []string{"listen", "h2c", "upstream", "admin", "forwardedHeaders", "window", "buckets", "pressureTestHeader", "accessLog", "drainTimeout", "maxConnections", "tls", "routes", "points"}
 	tlsKeys      = []string{"certFile", "keyFile", "acme"}
 	acmeKeys     = []string{"domains", "email", "ca"}
 	routeKeys    = []string{"point", "match"}
@@ -225,6 +225,7 @@ func (d *decoder) top(n *yaml.Node) {
 		"pressureTestHeader": d.str(&f.PressureTestHeader),
 		"accessLog":          d.boolean(&f.AccessLog),
 		"drainTimeout":       d.duration(&f.DrainTimeout),
+		"maxConnections":     integer(d, &f.MaxConnections),
 		"tls":                func(_ string, v *yaml.Node) { d.tls(v, &f.TLS) },
 		"routes":             func(_ string, v *yaml.Node) { d.routes(v) },
 		"points":             func(_ string, v *yaml.Node) { d.points(v) },

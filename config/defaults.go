@@ -9,6 +9,10 @@ const (
 	DefaultWindow       = 10 * time.Second
 	DefaultBuckets      = 10
 	DefaultDrainTimeout = 25 * time.Second
+	// DefaultMaxConnections fits the example Deployment's 128 MiB memory
+	// limit with every connection busy; README "Connection limits" has
+	// the arithmetic.
+	DefaultMaxConnections = 1024
 	// DefaultDowngradeRate is the percent of tripped requests degraded.
 	DefaultDowngradeRate = 100
 )
@@ -25,6 +29,7 @@ func newFile() *File {
 		Window:           DefaultWindow,
 		Buckets:          DefaultBuckets,
 		DrainTimeout:     DefaultDrainTimeout,
+		MaxConnections:   DefaultMaxConnections,
 	}
 }
 

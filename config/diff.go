@@ -16,8 +16,9 @@ type Change struct {
 	Routes bool
 	// Settings names the top-level settings that changed and apply on a
 	// reload: upstream, forwardedHeaders, window, buckets,
-	// pressureTestHeader, accessLog, drainTimeout. A window or buckets change
-	// gives every point a fresh window.
+	// pressureTestHeader, accessLog, drainTimeout, maxConnections. A window
+	// or buckets change gives every point a fresh window; a lower
+	// maxConnections closes idle connections over it at once.
 	Settings []string
 	// NeedsRestart names the settings that changed but apply only on a
 	// restart: listen, admin, tls, h2c.
@@ -101,6 +102,7 @@ func Diff(from, to *File) Change {
 		{"pressureTestHeader", from.PressureTestHeader, to.PressureTestHeader},
 		{"accessLog", from.AccessLog, to.AccessLog},
 		{"drainTimeout", from.DrainTimeout, to.DrainTimeout},
+		{"maxConnections", from.MaxConnections, to.MaxConnections},
 	})
 	c.NeedsRestart = restart(from, to)
 	return c

@@ -85,6 +85,26 @@ func TestDiff(t *testing.T) {
 	}
 }
 
+// TestMaxConnections: the default, and a change that applies on a reload
+// (the limit is swapped in live), not on a restart.
+func TestMaxConnections(t *testing.T) {
+	base := mustParse(t, diffBase)
+	if base.MaxConnections != DefaultMaxConnections {
+		t.Errorf("default: got %d, want %d", base.MaxConnections, DefaultMaxConnections)
+	}
+	next := mustParse(t, "maxConnections: 10\n"+diffBase)
+	if next.MaxConnections != 10 {
+		t.Errorf("got %d, want 10", next.MaxConnections)
+	}
+	got := Diff(base, next)
+	if want := (Change{Settings: []string{"maxConnections"}}); !equalChange(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if s := got.String(); s != "settings changed [maxConnections]" {
+		t.Errorf("String: got %q", s)
+	}
+}
+
 func TestDiffFromNothing(t *testing.T) {
 	got := Diff(nil, mustParse(t, diffBase))
 	if want := (Change{Added: []string{"a", "b", "c"}, Routes: true}); !equalChange(got, want) {

@@ -114,6 +114,7 @@ func TestParseDefaults(t *testing.T) {
 		Window:           10 * time.Second,
 		Buckets:          10,
 		DrainTimeout:     25 * time.Second,
+		MaxConnections:   1024,
 		Routes:           []Route{{Point: "p"}},
 		Points: []Point{{
 			Name: "p", TimeoutCountThreshold: -1, VisitThreshold: 10, ConcurrentThreshold: -1,

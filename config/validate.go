@@ -19,6 +19,9 @@ const (
 	// between routes take time quadratic in their number.
 	maxRoutes = 1000
 	maxPoints = 1000
+	// maxConnectionsLimit bounds maxConnections: far beyond what a sidecar's
+	// memory holds, and each connection needs a file descriptor.
+	maxConnectionsLimit = 1_000_000
 )
 
 // checker runs the rules of SPEC §3 over a decoded file. Each rule reports
@@ -198,6 +201,9 @@ func (c *checker) settings() {
 	f := c.d.f
 	if c.d.ok(top("drainTimeout")) && f.DrainTimeout < 0 {
 		c.p.add(c.val(top("drainTimeout")), "drainTimeout: %v is negative; write a grace period such as 25s, or 0 to exit without waiting", f.DrainTimeout)
+	}
+	if c.d.ok(top("maxConnections")) && (f.MaxConnections < 1 || f.MaxConnections > maxConnectionsLimit) {
+		c.p.add(c.val(top("maxConnections")), "maxConnections: %d is not a count from 1 to %d; size it to the memory limit (README, Connection limits), such as maxConnections: %d", f.MaxConnections, maxConnectionsLimit, DefaultMaxConnections)
 	}
 	if c.d.ok(top("pressureTestHeader")) && f.PressureTestHeader != "" && !isToken(f.PressureTestHeader) {
 		c.p.add(c.val(top("pressureTestHeader")), "pressureTestHeader: %q is not a header name; write one such as X-Pressure-Test", f.PressureTestHeader)

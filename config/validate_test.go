@@ -106,6 +106,12 @@ func TestValidateProblems(t *testing.T) {
 		// Other top-level settings.
 		{"drainTimeout negative", top("drainTimeout: -1s"), []string{"1:15: drainTimeout: -1s is negative"}},
 		{"drainTimeout zero", top("drainTimeout: 0"), nil},
+		{"maxConnections zero", top("maxConnections: 0"), []string{"1:17: maxConnections: 0 is not a count from 1 to 1000000"}},
+		{"maxConnections negative", top("maxConnections: -1"), []string{"1:17: maxConnections: -1 is not a count from 1 to 1000000"}},
+		{"maxConnections one", top("maxConnections: 1"), nil},
+		{"maxConnections at its bound", top("maxConnections: 1000000"), nil},
+		{"maxConnections over its bound", top("maxConnections: 1000001"), []string{"1:17: maxConnections: 1000001 is not a count from 1 to 1000000"}},
+		{"maxConnections not a number", top("maxConnections: lots"), []string{"1:17: maxConnections: want an integer"}},
 		{"pressureTestHeader not a name", top("pressureTestHeader: 'X Test'"), []string{`1:21: pressureTestHeader: "X Test" is not a header name`}},
 		{"pressureTestHeader empty", top("pressureTestHeader: ''"), []string{"1:21: pressureTestHeader is empty"}},
 		{"pressureTestDowngrade without header", withPoint("visitThreshold: 1\npressureTestDowngrade: true"), []string{"8:5: pressureTestDowngrade is true but pressureTestHeader is not set at the top level"}},

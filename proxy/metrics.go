@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 )
 
 // Metrics are the proxy's Prometheus metrics (SPEC §6), registered on the
@@ -178,4 +179,48 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 // strategyCounter returns the sds_degraded_total series of strategy s.
 func (pm *pointMetrics) strategyCounter(s limiter.Strategy) prometheus.Counter {
 	return pm.byStrategy[s]
+}
+
+// The proxy port's connection metrics, read from its connlimit.Limiter.
+var (
+	connectionsDesc = prometheus.NewDesc("sds_connections",
+		"Client connections open on the proxy port, by state: new (no request yet), idle (between requests), active (serving one; HTTP/2: any stream), hijacked (upgraded, such as WebSocket).",
+		[]string{"state"}, nil)
+	connectionsMaxDesc = prometheus.NewDesc("sds_connections_max",
+		"The maxConnections limit in force on the proxy port.", nil, nil)
+	connectionsShedDesc = prometheus.NewDesc("sds_connections_shed_total",
+		"Client connections closed to keep within maxConnections, by reason: evicted (the oldest idle one, to admit a new one), refused (a new one, every one being busy), soft_idle (idle for the short timeout while over 3/4 of the limit).",
+		[]string{"reason"}, nil)
+)
+
+// RegisterConnections registers sds_connections{state}, sds_connections_max
+// and sds_connections_shed_total{reason} on reg; stats is read at scrape
+// time.
+func RegisterConnections(reg prometheus.Registerer, stats func() connlimit.Stats) {
+	reg.MustRegister(connCollector(stats))
+}
+
+type connCollector func() connlimit.Stats
+
+func (c connCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- connectionsDesc
+	ch <- connectionsMaxDesc
+	ch <- connectionsShedDesc
+}
+
+func (c connCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c()
+	for _, s := range []struct {
+		state string
+		n     int
+	}{{"new", st.New}, {"idle", st.Idle}, {"active", st.Active}, {"hijacked", st.Hijacked}} {
+		ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(s.n), s.state)
+	}
+	ch <- prometheus.MustNewConstMetric(connectionsMaxDesc, prometheus.GaugeValue, float64(st.Max))
+	for _, r := range []struct {
+		reason string
+		n      uint64
+	}{{"evicted", st.Evicted}, {"refused", st.Refused}, {"soft_idle", st.SoftClosed}} {
+		ch <- prometheus.MustNewConstMetric(connectionsShedDesc, prometheus.CounterValue, float64(r.n), r.reason)
+	}
 }

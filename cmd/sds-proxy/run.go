@@ -22,6 +22,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
+	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 )
 
 // Proxy-port hardening. There is deliberately no server-wide read or write
@@ -88,6 +89,10 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 		return fmt.Errorf("proxy listen: %w", err)
 	}
 	defer proxyLn.Close()
+	// maxConnections counts raw TCP connections, so it sits under TLS.
+	conns := connlimit.New(connlimit.Options{Max: file.MaxConnections})
+	proxy.RegisterConnections(reg, conns.Stats)
+	proxyLn = conns.Listener(proxyLn)
 	if file.TLS.Enabled() {
 		tlsConfig, err := newTLSConfig(ctx, file.TLS, log)
 		if err != nil {
@@ -110,6 +115,7 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 		ReadHeaderTimeout: readHeaderTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       idleTimeout,
+		ConnState:         conns.ConnState,
 		Protocols:         &protocols,
 		ErrorLog:          zap.NewStdLog(log.Named("http")),
 	}
@@ -142,7 +148,7 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 		if err != nil {
 			return err
 		}
-		w.Accept = func(f *config.File) error { return apply(handler, f) }
+		w.Accept = func(f *config.File) error { return apply(handler, conns, f) }
 		// Run returns once watchCtx is done; inotify failing makes it
 		// poll, which reportReloads reports.
 		wg.Go(func() { w.Run(watchCtx) })
@@ -198,14 +204,16 @@ func loadConfig(path string, given bool, opts config.Options) (*config.File, boo
 	return nil, false, err
 }
 
-// apply translates f and swaps it in: the watcher's Accept, so that a
-// file the request path refuses is never recorded as in force.
-func apply(h *proxy.Handler, f *config.File) error {
+// apply translates f and swaps it in, with its connection limit: the
+// watcher's Accept, so that a file the request path refuses is never
+// recorded as in force.
+func apply(h *proxy.Handler, conns *connlimit.Limiter, f *config.File) error {
 	cfg, err := translate(f, h.Config())
 	if err != nil {
 		return err
 	}
 	h.Swap(cfg)
+	conns.SetMax(f.MaxConnections)
 	return nil
 }
 
