@@ -296,3 +296,44 @@ func TestServerTLSAndHTTP2(t *testing.T) {
 		t.Errorf("got %+v, want 1 evicted, 1 open", st)
 	}
 }
+
+// TestServerH2C: cleartext HTTP/2, which net/http reports through a
+// stand-in *tls.Conn, counts once too.
+func TestServerH2C(t *testing.T) {
+	lim := connlimit.New(connlimit.Options{Max: 4})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: ok, ConnState: lim.ConnState, Protocols: &protocols}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(lim.Listener(ln))
+	}()
+	defer func() {
+		srv.Close()
+		<-done
+	}()
+	var clientProtocols http.Protocols
+	clientProtocols.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &clientProtocols}
+	defer tr.CloseIdleConnections()
+	for range 3 {
+		resp, err := (&http.Client{Transport: tr}).Get("http://" + ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("got %s, want HTTP/2", resp.Proto)
+		}
+	}
+	waitStats(t, lim, "1 idle HTTP/2 connection", func(s connlimit.Stats) bool { return s.Idle == 1 && s.Open() == 1 })
+	tr.CloseIdleConnections()
+	waitStats(t, lim, "none open", func(s connlimit.Stats) bool { return s.Open() == 0 })
+}
