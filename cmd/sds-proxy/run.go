@@ -36,26 +36,22 @@ const (
 // serving is called once the proxy listens, with the bound addresses.
 type serving func(proxyAddr, adminAddr string)
 
-// runProxy runs the proxy until ctx is done or SIGTERM/SIGINT, then drains.
+// runFlags are run's command line.
+type runFlags struct {
+	path        string // the config file
+	configGiven bool   // -config was on the command line
+	opts        config.Options
+}
+
+// runProxy runs the proxy until ctx is done or SIGTERM/SIGINT, then drains
+// (README, Signals).
 func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing serving) error {
 	sigs := notifySignals() // first: SIGHUP's default action kills
 	defer sigs.close()
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "sds.yaml", "config file (hot-reloaded)")
-	var opts config.Options
-	fs.StringVar(&opts.Listen, "listen", "", "proxy address, overrides the file's listen")
-	fs.StringVar(&opts.Upstream, "upstream", "", "upstream URL, overrides the file's upstream")
-	fs.StringVar(&opts.Admin, "admin", "", "admin address, overrides the file's admin")
-	if err := fs.Parse(args); err != nil {
+	flags, err := parseRunFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("run: unexpected arguments %q", fs.Args())
-	}
-	configGiven := false
-	fs.Visit(func(f *flag.Flag) { configGiven = configGiven || f.Name == "config" })
-
 	log := newLogger(stderr)
 	defer log.Sync()
 	ctx, stop := context.WithCancel(ctx)
@@ -63,131 +59,66 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 	sigs.handle(log, stop)
 	log.Info("starting", zap.String("version", version))
 
-	file, watched, err := loadConfig(*path, configGiven, opts)
+	file, watched, err := loadConfig(flags.path, flags.configGiven, flags.opts)
 	if err != nil {
 		return err
 	}
 	logWarnings(log, file)
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var handler *proxy.Handler
-	metrics := proxy.NewMetrics(reg, func() []*proxy.Point { return handler.Points() })
-	cfg, err := translate(file, nil)
+	in, err := newInstance(file, log)
 	if err != nil {
 		return err
 	}
-	handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: metrics})
-
-	status := &reloadStatus{drain: file.DrainTimeout,
-		st: admin.ReloadStatus{Path: file.Path, Hash: file.Hash, LoadedAt: time.Now(), LastAttempt: time.Now(), LastOK: true}}
-	var ready atomic.Bool
-	adminHandler := admin.New(admin.Options{Points: handler, Gatherer: reg, Ready: ready.Load, Status: status.get})
-
-	proxyLn, err := net.Listen("tcp", file.Listen)
-	if err != nil {
-		return fmt.Errorf("proxy listen: %w", err)
+	if err := in.listen(ctx, file); err != nil {
+		return err
 	}
-	defer proxyLn.Close()
-	// maxConnections counts raw TCP connections, so it sits under TLS.
-	conns := connlimit.New(connlimit.Options{Max: file.MaxConnections})
-	proxy.RegisterConnections(reg, conns.Stats)
-	proxyLn = conns.Listener(proxyLn)
-	if file.TLS.Enabled() {
-		tlsConfig, err := newTLSConfig(ctx, file.TLS, log)
-		if err != nil {
-			return err
-		}
-		proxyLn = tls.NewListener(proxyLn, tlsConfig)
-	}
-	adminLn, err := net.Listen("tcp", file.Admin)
-	if err != nil {
-		return fmt.Errorf("admin listen: %w", err)
-	}
-	defer adminLn.Close()
-
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetHTTP2(file.TLS.Enabled())
-	protocols.SetUnencryptedHTTP2(file.H2C)
-	proxySrv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		IdleTimeout:       idleTimeout,
-		ConnState:         conns.ConnState,
-		Protocols:         &protocols,
-		ErrorLog:          zap.NewStdLog(log.Named("http")),
-	}
-	adminSrv := &http.Server{
-		Handler:           adminHandler,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          zap.NewStdLog(log.Named("admin")),
-	}
-
-	var wg sync.WaitGroup
-	serveErr := make(chan error, 2)
-	for _, s := range []struct {
-		srv *http.Server
-		ln  net.Listener
-	}{{proxySrv, proxyLn}, {adminSrv, adminLn}} {
-		wg.Go(func() {
-			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- err
-			}
-		})
-	}
+	defer in.closeListeners()
+	in.serve(file)
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	if watched {
-		w, err := config.NewWatcher(file.Path, opts, file)
+		w, err := in.watch(watchCtx, file, flags.opts)
 		if err != nil {
 			return err
 		}
-		w.Accept = func(f *config.File) error { return apply(handler, conns, f) }
-		// Run returns once watchCtx is done; inotify failing makes it
-		// poll, which reportReloads reports.
-		wg.Go(func() { w.Run(watchCtx) })
-		wg.Go(func() { reportReloads(watchCtx, w, metrics, status, log) })
 		sigs.serving(w.Reload)
 	} else {
-		sigs.serving(nil)
+		sigs.serving(nil) // no config file to reload
 	}
 
-	ready.Store(ctx.Err() == nil) // a SIGTERM during start-up drains at once
-	log.Info("serving", zap.String("proxy_addr", proxyLn.Addr().String()), zap.String("admin_addr", adminLn.Addr().String()),
-		zap.String("upstream", file.Upstream), zap.String("config", file.Path), zap.Int("points", len(file.Points)),
-		zap.String("version", version))
-	if onServing != nil {
-		onServing(proxyLn.Addr().String(), adminLn.Addr().String())
-	}
+	in.ready.Store(ctx.Err() == nil) // a SIGTERM during start-up drains at once
+	in.announce(file, onServing)
 
 	var runErr error
 	select {
 	case <-ctx.Done():
-	case runErr = <-serveErr:
+	case runErr = <-in.serveErr:
 	}
 	sigs.draining()
-	// SPEC §2's order: stop accepting, fail /readyz, drain. Shutdown
-	// closes the listener first and then runs its OnShutdown hooks.
-	proxySrv.RegisterOnShutdown(func() { ready.Store(false) })
-	drain := status.drainTimeout()
-	log.Info("draining", zap.Duration("drain_timeout", drain))
-	drainCtx, cancel := context.WithTimeout(context.Background(), drain)
-	defer cancel()
-	if err := proxySrv.Shutdown(drainCtx); err != nil {
-		log.Warn("drain timed out; closing the remaining connections", zap.Error(err))
-		proxySrv.Close()
-	}
-	adminSrv.Close()
+	in.drain()
 	stopWatch()
-	wg.Wait()
+	in.wg.Wait()
 	log.Info("stopped")
 	return runErr
+}
+
+// parseRunFlags parses run's command line.
+func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
+	var f runFlags
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.path, "config", "sds.yaml", "config file (hot-reloaded)")
+	fs.StringVar(&f.opts.Listen, "listen", "", "proxy address, overrides the file's listen")
+	fs.StringVar(&f.opts.Upstream, "upstream", "", "upstream URL, overrides the file's upstream")
+	fs.StringVar(&f.opts.Admin, "admin", "", "admin address, overrides the file's admin")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("run: unexpected arguments %q", fs.Args())
+	}
+	fs.Visit(func(fl *flag.Flag) { f.configGiven = f.configGiven || fl.Name == "config" })
+	return f, nil
 }
 
 // loadConfig reads the config file. Without one, a given -upstream runs a
@@ -204,109 +135,148 @@ func loadConfig(path string, given bool, opts config.Options) (*config.File, boo
 	return nil, false, err
 }
 
-// apply translates f and swaps it in, with its connection limit: the
-// watcher's Accept, so that a file the request path refuses is never
-// recorded as in force.
-func apply(h *proxy.Handler, conns *connlimit.Limiter, f *config.File) error {
-	cfg, err := translate(f, h.Config())
+// instance is one running proxy: what runProxy builds, serves and drains.
+type instance struct {
+	log     *zap.Logger
+	reg     *prometheus.Registry
+	metrics *proxy.Metrics
+	handler *proxy.Handler
+	conns   *connlimit.Limiter // maxConnections, under TLS
+	status  *reloadStatus
+	ready   atomic.Bool // /readyz
+
+	proxyLn, adminLn   net.Listener
+	proxySrv, adminSrv *http.Server
+	wg                 sync.WaitGroup // the servers, the watcher
+	serveErr           chan error     // a server that stopped on its own
+}
+
+// newInstance builds the request path of file: its metrics, handler,
+// connection limit and reload status.
+func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
+	in := &instance{log: log, reg: prometheus.NewRegistry(), serveErr: make(chan error, 2)}
+	in.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	in.metrics = proxy.NewMetrics(in.reg, func() []*proxy.Point { return in.handler.Points() })
+	cfg, err := translate(file, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	h.Swap(cfg)
-	conns.SetMax(f.MaxConnections)
+	in.handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: in.metrics})
+	in.conns = connlimit.New(connlimit.Options{Max: file.MaxConnections})
+	proxy.RegisterConnections(in.reg, in.conns.Stats)
+	now := time.Now()
+	in.status = &reloadStatus{drain: file.DrainTimeout,
+		st: admin.ReloadStatus{Path: file.Path, Hash: file.Hash, LoadedAt: now, LastAttempt: now, LastOK: true}}
+	return in, nil
+}
+
+// listen opens the proxy port (under the connection limit, then TLS when
+// file asks for it) and the admin port.
+func (in *instance) listen(ctx context.Context, file *config.File) error {
+	ln, err := net.Listen("tcp", file.Listen)
+	if err != nil {
+		return fmt.Errorf("proxy listen: %w", err)
+	}
+	in.proxyLn = in.conns.Listener(ln)
+	if file.TLS.Enabled() {
+		tlsConfig, err := newTLSConfig(ctx, file.TLS, in.log)
+		if err != nil {
+			in.proxyLn.Close()
+			return err
+		}
+		in.proxyLn = tls.NewListener(in.proxyLn, tlsConfig)
+	}
+	if in.adminLn, err = net.Listen("tcp", file.Admin); err != nil {
+		in.proxyLn.Close()
+		return fmt.Errorf("admin listen: %w", err)
+	}
 	return nil
 }
 
-// reportReloads reports every reload attempt of the watcher, which has
-// applied each config it accepted (apply): one log line each, and the
-// reload metrics. It also reports each change of the watch mode: one log
-// line (a warning with the reason when inotify failed and the file is
-// polled) and sds_config_watch_mode.
-func reportReloads(ctx context.Context, w *config.Watcher, m *proxy.Metrics, status *reloadStatus, log *zap.Logger) {
-	for {
-		var res config.Result
-		select {
-		case <-ctx.Done():
-			return
-		case c := <-w.ModeChanges():
-			// Readiness does not change: a polled file still reloads.
-			m.SetWatchMode(c.Mode.String())
-			if c.Mode == config.WatchPolling {
-				log.Warn("config watch falls back to polling", zap.Duration("interval", config.PollInterval), zap.Error(c.Reason))
-			} else {
-				log.Info("config watch mode", zap.String("mode", c.Mode.String()))
+// closeListeners closes both ports' listeners (already closed by a drain).
+func (in *instance) closeListeners() {
+	in.proxyLn.Close()
+	in.adminLn.Close()
+}
+
+// serve starts the proxy and admin servers on their listeners.
+func (in *instance) serve(file *config.File) {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(file.TLS.Enabled())
+	protocols.SetUnencryptedHTTP2(file.H2C)
+	in.proxySrv = &http.Server{
+		Handler:           in.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		IdleTimeout:       idleTimeout,
+		ConnState:         in.conns.ConnState,
+		Protocols:         &protocols,
+		ErrorLog:          zap.NewStdLog(in.log.Named("http")),
+	}
+	in.adminSrv = &http.Server{
+		Handler:           admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Ready: in.ready.Load, Status: in.status.get}),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          zap.NewStdLog(in.log.Named("admin")),
+	}
+	for _, s := range []struct {
+		srv *http.Server
+		ln  net.Listener
+	}{{in.proxySrv, in.proxyLn}, {in.adminSrv, in.adminLn}} {
+		in.wg.Go(func() {
+			if err := s.srv.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {
+				in.serveErr <- err
 			}
-			continue
-		case res = <-w.Results():
-		}
-		now := time.Now()
-		if res.Unchanged {
-			// The file holds the config in force again: after a rejected
-			// edit was undone, the last attempt is a success.
-			if status.recovered(now) {
-				m.Reloaded(true, now)
-			}
-			log.Info("config unchanged", zap.Bool("forced", res.Forced))
-			continue
-		}
-		if res.Err != nil {
-			log.Error("config rejected; the last good config keeps serving", zap.Error(res.Err), zap.Bool("forced", res.Forced))
-			m.Reloaded(false, now)
-			status.failed(now, res.Err)
-			continue
-		}
-		m.Reloaded(true, now)
-		status.applied(now, res.File, res.Change.String())
-		log.Info("config reloaded", zap.String("change", res.Change.String()), zap.String("hash", res.File.Hash),
-			zap.Bool("forced", res.Forced))
-		logWarnings(log, res.File)
-		if len(res.Change.NeedsRestart) > 0 {
-			log.Warn("config change needs a restart to apply", zap.Strings("settings", res.Change.NeedsRestart))
-		}
+		})
 	}
 }
 
-// reloadStatus is the config state shown on the admin port.
-type reloadStatus struct {
-	mu    sync.Mutex
-	st    admin.ReloadStatus
-	drain time.Duration // drain timeout of the config in force
+// watch hot-reloads the config file until ctx is done: each file the
+// request path accepts is applied (apply), and every attempt reported.
+func (in *instance) watch(ctx context.Context, file *config.File, opts config.Options) (*config.Watcher, error) {
+	w, err := config.NewWatcher(file.Path, opts, file)
+	if err != nil {
+		return nil, err
+	}
+	w.Accept = func(f *config.File) error { return apply(in.handler, in.conns, f) }
+	// Run returns once ctx is done; inotify failing makes it poll, which
+	// reportReloads reports.
+	in.wg.Go(func() { w.Run(ctx) })
+	in.wg.Go(func() { reportReloads(ctx, w, in.metrics, in.status, in.log) })
+	return w, nil
 }
 
-func (r *reloadStatus) get() admin.ReloadStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.st
+// announce logs that the proxy serves, and tells onServing (nil: no one)
+// the bound addresses.
+func (in *instance) announce(file *config.File, onServing serving) {
+	proxyAddr, adminAddr := in.proxyLn.Addr().String(), in.adminLn.Addr().String()
+	in.log.Info("serving", zap.String("proxy_addr", proxyAddr), zap.String("admin_addr", adminAddr),
+		zap.String("upstream", file.Upstream), zap.String("config", file.Path), zap.Int("points", len(file.Points)),
+		zap.String("version", version))
+	if onServing != nil {
+		onServing(proxyAddr, adminAddr)
+	}
 }
 
-func (r *reloadStatus) applied(at time.Time, f *config.File, change string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.st = admin.ReloadStatus{Path: f.Path, Hash: f.Hash, LoadedAt: at, LastAttempt: at, LastOK: true, LastChange: change}
-	r.drain = f.DrainTimeout
-}
-
-// recovered marks an attempt that found the config in force; it reports
-// whether the previous attempt had failed.
-func (r *reloadStatus) recovered(at time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	wasFailed := !r.st.LastOK
-	r.st.LastAttempt, r.st.LastOK, r.st.LastError = at, true, ""
-	return wasFailed
-}
-
-func (r *reloadStatus) failed(at time.Time, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.st.LastAttempt, r.st.LastOK, r.st.LastError = at, false, err.Error()
-}
-
-// drainTimeout returns the drain timeout of the config in force.
-func (r *reloadStatus) drainTimeout() time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.drain
+// drain stops the proxy in the README's order (Signals): stop accepting,
+// fail /readyz, let the requests in flight finish for up to the drain
+// timeout, then close what remains, and the admin port last.
+func (in *instance) drain() {
+	// Shutdown closes the listener first and then runs its OnShutdown
+	// hooks.
+	in.proxySrv.RegisterOnShutdown(func() { in.ready.Store(false) })
+	timeout := in.status.drainTimeout()
+	in.log.Info("draining", zap.Duration("drain_timeout", timeout))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := in.proxySrv.Shutdown(ctx); err != nil {
+		in.log.Warn("drain timed out; closing the remaining connections", zap.Error(err))
+		in.proxySrv.Close()
+	}
+	in.adminSrv.Close()
 }
 
 // newLogger returns a JSON logger on w. It is never sampled: it logs state

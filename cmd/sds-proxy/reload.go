@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
+	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
+)
+
+// apply translates f and swaps it in, with its connection limit: the
+// watcher's Accept, so that a file the request path refuses is never
+// recorded as in force.
+func apply(h *proxy.Handler, conns *connlimit.Limiter, f *config.File) error {
+	cfg, err := translate(f, h.Config())
+	if err != nil {
+		return err
+	}
+	h.Swap(cfg)
+	conns.SetMax(f.MaxConnections)
+	return nil
+}
+
+// reportReloads reports every reload attempt of the watcher, which has
+// applied each config it accepted (apply): one log line each, and the
+// reload metrics. It also reports each change of the watch mode: one log
+// line (a warning with the reason when inotify failed and the file is
+// polled) and sds_config_watch_mode.
+func reportReloads(ctx context.Context, w *config.Watcher, m *proxy.Metrics, status *reloadStatus, log *zap.Logger) {
+	for {
+		var res config.Result
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-w.ModeChanges():
+			// Readiness does not change: a polled file still reloads.
+			m.SetWatchMode(c.Mode.String())
+			if c.Mode == config.WatchPolling {
+				log.Warn("config watch falls back to polling", zap.Duration("interval", config.PollInterval), zap.Error(c.Reason))
+			} else {
+				log.Info("config watch mode", zap.String("mode", c.Mode.String()))
+			}
+			continue
+		case res = <-w.Results():
+		}
+		now := time.Now()
+		if res.Unchanged {
+			// The file holds the config in force again: after a rejected
+			// edit was undone, the last attempt is a success.
+			if status.recovered(now) {
+				m.Reloaded(true, now)
+			}
+			log.Info("config unchanged", zap.Bool("forced", res.Forced))
+			continue
+		}
+		if res.Err != nil {
+			log.Error("config rejected; the last good config keeps serving", zap.Error(res.Err), zap.Bool("forced", res.Forced))
+			m.Reloaded(false, now)
+			status.failed(now, res.Err)
+			continue
+		}
+		m.Reloaded(true, now)
+		status.applied(now, res.File, res.Change.String())
+		log.Info("config reloaded", zap.String("change", res.Change.String()), zap.String("hash", res.File.Hash),
+			zap.Bool("forced", res.Forced))
+		logWarnings(log, res.File)
+		if len(res.Change.NeedsRestart) > 0 {
+			log.Warn("config change needs a restart to apply", zap.Strings("settings", res.Change.NeedsRestart))
+		}
+	}
+}
+
+// reloadStatus is the config state shown on the admin port.
+type reloadStatus struct {
+	mu    sync.Mutex
+	st    admin.ReloadStatus
+	drain time.Duration // drain timeout of the config in force
+}
+
+func (r *reloadStatus) get() admin.ReloadStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st
+}
+
+func (r *reloadStatus) applied(at time.Time, f *config.File, change string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st = admin.ReloadStatus{Path: f.Path, Hash: f.Hash, LoadedAt: at, LastAttempt: at, LastOK: true, LastChange: change}
+	r.drain = f.DrainTimeout
+}
+
+// recovered marks an attempt that found the config in force; it reports
+// whether the previous attempt had failed.
+func (r *reloadStatus) recovered(at time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	wasFailed := !r.st.LastOK
+	r.st.LastAttempt, r.st.LastOK, r.st.LastError = at, true, ""
+	return wasFailed
+}
+
+func (r *reloadStatus) failed(at time.Time, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.LastAttempt, r.st.LastOK, r.st.LastError = at, false, err.Error()
+}
+
+// drainTimeout returns the drain timeout of the config in force.
+func (r *reloadStatus) drainTimeout() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.drain
+}
