@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/upstream"
 )
 
 // connsConfig is a config body with maxConnections set and one point that
@@ -139,32 +141,15 @@ func (c *rawConn) closedByPeer(t *testing.T) bool {
 // connectionsOpen sums sds_connections over its states, from the admin
 // port; it is safe to call from any goroutine.
 func connectionsOpen(admin string) (float64, error) {
-	cl := http.Client{Timeout: 5 * time.Second}
-	resp, err := cl.Get(admin + "/metrics")
+	ms, err := scrape(admin)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	found := false
-	for sc.Scan() {
-		series, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || !strings.HasPrefix(series, "sds_connections{") {
-			continue
-		}
-		f, err := strconv.ParseFloat(value, 64)
-		if err != nil {
-			return 0, err
-		}
-		sum += f
-		found = true
-	}
-	if !found {
+	sum, ok := ms.sum("sds_connections")
+	if !ok {
 		return 0, errors.New("no sds_connections series")
 	}
-	return sum, sc.Err()
+	return sum, nil
 }
 
 // watchConnections samples the proxy's open connections until stop is
@@ -383,12 +368,12 @@ func TestWebSocketsCountUntilClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		sockets = append(sockets, c)
-		fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		resp, err := http.ReadResponse(c.br, nil)
-		if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
-			t.Fatalf("WebSocket %d: got %v, %v; want 101", i, resp, err)
+		br, err := upstream.Handshake(c, "test", "/ws")
+		if err != nil {
+			t.Fatalf("WebSocket %d: %v; want 101", i, err)
 		}
+		c.br = br
 		c.SetReadDeadline(time.Time{})
 	}
 	if !eventually(10*time.Second, func() bool { n, _ := e.metric("sds_connections", "state", "hijacked"); return n == max }) {
@@ -412,9 +397,11 @@ func TestWebSocketsCountUntilClosed(t *testing.T) {
 		}
 	}
 
-	writeClientFrame(t, sockets[0], 0x8, []byte{0x03, 0xe8})
-	if op, _ := readServerFrame(t, sockets[0].br); op != 0x8 {
-		t.Fatalf("close: got opcode %#x, want 0x8", op)
+	if err := upstream.WriteClientFrame(sockets[0], 0x8, []byte{0x03, 0xe8}); err != nil {
+		t.Fatal(err)
+	}
+	if op, _, err := upstream.ReadServerFrame(sockets[0].br); err != nil || op != 0x8 {
+		t.Fatalf("close: got opcode %#x (%v), want 0x8", op, err)
 	}
 	sockets[0].Close()
 	if !eventually(10*time.Second, func() bool { n, err := connectionsOpen(e.proxy.admin); return err == nil && n == max-1 }) {

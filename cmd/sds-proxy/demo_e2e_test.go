@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,17 +10,6 @@ import (
 	"testing"
 	"time"
 )
-
-// freePort returns a loopback port nothing listens on right now.
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // TestDemo runs the newcomer's first command, `sds-proxy demo`, on the
 // repository's example sds.yaml (moved to free loopback ports) and follows

@@ -1,33 +1,16 @@
 package main_test
 
-// End-to-end tests: the real sds-proxy binary in front of the real
-// sds-upstream binary (package cmd/internal/upstream), both as processes on
-// 127.0.0.1, driven through HTTP only (and signals). Each test writes its
-// own sds.yaml into t.TempDir() and starts its own processes; every process
-// is stopped (SIGTERM, then Kill after a deadline) and waited for.
-//
-// Latencies are the SDS reference scenarios' scaled down (95ms calls against
-// a 90ms threshold instead of 950ms against 940ms) so that the suite stays
-// short. Nothing sleeps to let time pass: a test polls with a deadline
-// (eventually), waits on a process's output, or lets the upstream's ?sleep
-// knob make a call slow.
-//
-// The binaries are built once, on the first test that needs them, into a
-// temporary directory that TestMain removes. -short skips every test here.
+// End-to-end tests of the strategies, reloads, streams, signals and
+// commands; the harness is harness_test.go.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha1"
-	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -41,509 +24,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/upstream"
 )
-
-var (
-	binDir    string
-	buildOnce sync.Once
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-// needBinaries skips in -short mode, and otherwise builds sds-proxy and
-// sds-upstream once per test binary.
-func needBinaries(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("end-to-end test: skipped with -short")
-	}
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "sds-e2e-")
-		if buildErr != nil {
-			return
-		}
-		for _, name := range []string{"sds-proxy", "sds-upstream"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, name), "github.com/sds-proxy/sds-proxy/cmd/"+name)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", name, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-}
-
-// ---- processes ----------------------------------------------------------
-
-// lineLog collects a process's output line by line and lets a test wait
-// for a line.
-type lineLog struct {
-	mu      sync.Mutex
-	partial []byte
-	lines   []string
-	changed chan struct{} // closed and replaced on every new line
-}
-
-func newLineLog() *lineLog { return &lineLog{changed: make(chan struct{})} }
-
-func (l *lineLog) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.partial = append(l.partial, b...)
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			break
-		}
-		l.lines = append(l.lines, string(l.partial[:i]))
-		l.partial = l.partial[i+1:]
-		close(l.changed)
-		l.changed = make(chan struct{})
-	}
-	return len(b), nil
-}
-
-// mark returns the number of lines so far, for waiting on later ones.
-func (l *lineLog) mark() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.lines)
-}
-
-func (l *lineLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n") + string(l.partial)
-}
-
-// find returns the first line at index from or later for which match
-// holds, waiting until timeout or until exited is closed.
-func (l *lineLog) find(from int, timeout time.Duration, exited <-chan struct{}, match func(string) bool) (string, bool) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for last := false; ; {
-		l.mu.Lock()
-		for ; from < len(l.lines); from++ {
-			if match(l.lines[from]) {
-				line := l.lines[from]
-				l.mu.Unlock()
-				return line, true
-			}
-		}
-		changed := l.changed
-		l.mu.Unlock()
-		if last {
-			return "", false
-		}
-		select {
-		case <-changed:
-		case <-exited:
-			last = true // look once more at what the process wrote last
-		case <-deadline.C:
-			return "", false
-		}
-	}
-}
-
-type process struct {
-	name   string
-	cmd    *exec.Cmd
-	stdout *lineLog
-	stderr *lineLog
-	exited chan struct{} // closed once Wait returned
-	err    error         // Wait's result, once exited is closed
-}
-
-// startProcess starts a built binary. t.Cleanup stops it: SIGTERM, Kill
-// after 10s, Wait; and logs its output if the test failed.
-func startProcess(t *testing.T, name string, args ...string) *process {
-	t.Helper()
-	return startProcessIn(t, "", name, args...)
-}
-
-// startProcessIn is startProcess in the working directory dir ("": the
-// test's own).
-func startProcessIn(t *testing.T, dir, name string, args ...string) *process {
-	t.Helper()
-	p := &process{name: name, stdout: newLineLog(), stderr: newLineLog(), exited: make(chan struct{})}
-	p.cmd = exec.Command(filepath.Join(binDir, name), args...)
-	p.cmd.Dir = dir
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.stop(10 * time.Second)
-		if t.Failed() {
-			t.Logf("%s %q output:\n%s\n%s", name, args, p.stdout, p.stderr)
-		}
-	})
-	return p
-}
-
-// stop sends SIGTERM and waits up to grace for the exit, then kills.
-func (p *process) stop(grace time.Duration) {
-	select {
-	case <-p.exited:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
-	select {
-	case <-p.exited:
-	case <-timer.C:
-		p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-// startUpstream runs sds-upstream on a free port and returns its base URL.
-func startUpstream(t *testing.T) string {
-	t.Helper()
-	p := startProcess(t, "sds-upstream", "-listen", "127.0.0.1:0")
-	line, ok := p.stdout.find(0, 10*time.Second, p.exited, func(s string) bool { return strings.HasPrefix(s, "listening ") })
-	if !ok {
-		t.Fatalf("sds-upstream did not print its address: %s %s", p.stdout, p.stderr)
-	}
-	return "http://" + strings.TrimPrefix(line, "listening ")
-}
-
-// proxyProcess is a running sds-proxy.
-type proxyProcess struct {
-	*process
-	url   string // http://127.0.0.1:PORT of the proxy port
-	admin string // http://127.0.0.1:PORT of the admin port
-}
-
-// startProxy runs sds-proxy on free ports with the config file at path, and
-// waits for its "serving" line.
-func startProxy(t *testing.T, path string) *proxyProcess {
-	t.Helper()
-	p := &proxyProcess{process: startProcess(t, "sds-proxy", "run", "-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")}
-	e := p.waitLog(t, 0, 15*time.Second, msgIs("serving"))
-	p.url = "http://" + fmt.Sprint(e["proxy_addr"])
-	p.admin = "http://" + fmt.Sprint(e["admin_addr"])
-	return p
-}
-
-type logEntry map[string]any
-
-func parseLog(line string) logEntry {
-	var e logEntry
-	if json.Unmarshal([]byte(line), &e) != nil {
-		return nil
-	}
-	return e
-}
-
-func msgIs(msg string) func(logEntry) bool {
-	return func(e logEntry) bool { return e["msg"] == msg }
-}
-
-// msgStarts matches a message that starts with prefix ("config rejected"
-// is followed by an explanation).
-func msgStarts(prefix string) func(logEntry) bool {
-	return func(e logEntry) bool { s, _ := e["msg"].(string); return strings.HasPrefix(s, prefix) }
-}
-
-// waitLog waits for a JSON log line on stderr, at index from or later.
-func (p *proxyProcess) waitLog(t *testing.T, from int, timeout time.Duration, match func(logEntry) bool) logEntry {
-	t.Helper()
-	line, ok := p.stderr.find(from, timeout, p.exited, func(s string) bool {
-		e := parseLog(s)
-		return e != nil && match(e)
-	})
-	if !ok {
-		t.Fatalf("no matching log line within %v (exited: %v)", timeout, p.hasExited())
-	}
-	return parseLog(line)
-}
-
-func (p *proxyProcess) hasExited() bool {
-	select {
-	case <-p.exited:
-		return true
-	default:
-		return false
-	}
-}
-
-// pointLog matches a log line with msg about point.
-func pointLog(msg, point string) func(logEntry) bool {
-	return func(e logEntry) bool { return e["msg"] == msg && e["point"] == point }
-}
-
-// ---- the environment of one test -----------------------------------------
-
-// env is one test's upstream, config file, proxy and client.
-type env struct {
-	t        *testing.T
-	upstream string // base URL of sds-upstream
-	dir      string
-	config   string // path of sds.yaml
-	proxy    *proxyProcess
-	client   *http.Client
-}
-
-// header is the top of every test config: the upstream and window, and a
-// short drain so that a failing test does not wait 25s to stop.
-func configHeader(upstream, window string, buckets int) string {
-	return fmt.Sprintf("upstream: %s\nwindow: %s\nbuckets: %d\ndrainTimeout: 5s\n", upstream, window, buckets)
-}
-
-// setup starts an upstream, writes the config (configHeader plus body) and
-// starts the proxy on it.
-func setup(t *testing.T, window string, buckets int, body string) *env {
-	t.Helper()
-	needBinaries(t)
-	e := &env{t: t, dir: t.TempDir()}
-	e.upstream = startUpstream(t)
-	e.config = filepath.Join(e.dir, "sds.yaml")
-	e.write(e.config, configHeader(e.upstream, window, buckets)+body)
-	e.proxy = startProxy(t, e.config)
-	e.client = newClient(t)
-	return e
-}
-
-func newClient(t *testing.T) *http.Client {
-	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32, DisableCompression: true}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 15 * time.Second}
-}
-
-// write replaces path's content the way editors do: a temporary file in the
-// same directory, renamed over it.
-func (e *env) write(path, content string) {
-	e.t.Helper()
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		e.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// reply is a response read whole.
-type reply struct {
-	status int
-	header http.Header
-	body   string
-	took   time.Duration
-}
-
-func (r reply) degraded() string { return r.header.Get("Sds-Degraded") }
-
-func (r reply) String() string {
-	return fmt.Sprintf("%d (Sds-Degraded %q, Sds-Shadow-Degraded %q) %.60q", r.status, r.degraded(), r.header.Get("Sds-Shadow-Degraded"), r.body)
-}
-
-func (e *env) do(req *http.Request) (reply, error) {
-	start := time.Now()
-	resp, err := e.client.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, header: resp.Header, body: string(body), took: time.Since(start)}, err
-}
-
-// get sends GET path to the proxy; a transport error fails the test.
-func (e *env) get(path string) reply {
-	e.t.Helper()
-	req, err := http.NewRequest("GET", e.proxy.url+path, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	r, err := e.do(req)
-	if err != nil {
-		e.t.Fatalf("GET %s: %v", path, err)
-	}
-	return r
-}
-
-// getURL sends GET to any URL (admin, upstream).
-func (e *env) getURL(url string) reply {
-	e.t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	r, err := e.do(req)
-	if err != nil {
-		e.t.Fatalf("GET %s: %v", url, err)
-	}
-	return r
-}
-
-// countDegraded sends n sequential GETs of path and counts the degraded
-// answers; every degraded answer must carry want as Sds-Degraded and
-// wantStatus as status, every other one must come from the upstream.
-func (e *env) countDegraded(n int, path, want string, wantStatus int) (degraded int) {
-	e.t.Helper()
-	for i := range n {
-		r := e.get(path)
-		switch {
-		case r.degraded() == "":
-			if !strings.HasPrefix(r.body, "upstream") {
-				e.t.Errorf("call %d: got %v, want an upstream answer or a degraded one", i+1, r)
-			}
-		case r.degraded() != want || r.status != wantStatus:
-			e.t.Errorf("call %d: got %v, want status %d and Sds-Degraded %q", i+1, r, wantStatus, want)
-		default:
-			degraded++
-		}
-	}
-	return degraded
-}
-
-// eventually polls cond every few milliseconds until it holds or timeout
-// passes, and reports whether it held.
-func eventually(timeout time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		<-tick.C
-	}
-}
-
-// upstreamStats reads sds-upstream's /_control counters.
-func (e *env) upstreamStats() (requests, inFlight int64) {
-	e.t.Helper()
-	var st struct{ Requests, InFlight int64 }
-	r := e.getURL(e.upstream + "/_control")
-	if err := json.Unmarshal([]byte(r.body), &st); err != nil {
-		e.t.Fatalf("upstream /_control: %v: %q", err, r.body)
-	}
-	return st.Requests, st.InFlight
-}
-
-// metric returns the value of the sample name{labels} on the admin port's
-// /metrics, and whether it is there. labels alternate name and value.
-func (e *env) metric(name string, labels ...string) (float64, bool) {
-	e.t.Helper()
-	want := map[string]string{}
-	for i := 0; i+1 < len(labels); i += 2 {
-		want[labels[i]] = labels[i+1]
-	}
-	r := e.getURL(e.proxy.admin + "/metrics")
-	if r.status != 200 {
-		e.t.Fatalf("/metrics: got %v", r)
-	}
-	for line := range strings.SplitSeq(r.body, "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		series, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		got := map[string]string{}
-		metric, rest, hasLabels := strings.Cut(series, "{")
-		if metric != name {
-			continue
-		}
-		if hasLabels {
-			for pair := range strings.SplitSeq(strings.TrimSuffix(rest, "}"), ",") {
-				k, v, _ := strings.Cut(pair, "=")
-				got[k] = strings.Trim(v, `"`)
-			}
-		}
-		if maps.Equal(got, want) {
-			f, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				e.t.Fatalf("/metrics line %q: %v", line, err)
-			}
-			return f, true
-		}
-	}
-	return 0, false
-}
-
-// metricIs checks a sample's value; an absent counter counts as 0.
-func (e *env) metricIs(want float64, name string, labels ...string) {
-	e.t.Helper()
-	got, ok := e.metric(name, labels...)
-	if got != want {
-		e.t.Errorf("%s%q: got %v (present: %v), want %v", name, labels, got, ok, want)
-	}
-}
-
-// pointStatus is the part of a point's /status entry the tests read.
-type pointStatus struct {
-	Name   string
-	State  string
-	Mode   string
-	Window struct {
-		Visits, Degraded, Exceptions, Timeouts, InFlight int64
-	}
-	LastTrip *struct {
-		Strategy         string
-		Count, Threshold int64
-	}
-}
-
-type statusDoc struct {
-	Config struct {
-		Hash       string
-		LastReload *struct {
-			OK    bool
-			Error string
-		}
-	}
-	Points []pointStatus
-}
-
-func (e *env) status() statusDoc {
-	e.t.Helper()
-	r := e.getURL(e.proxy.admin + "/status")
-	var doc statusDoc
-	if err := json.Unmarshal([]byte(r.body), &doc); err != nil {
-		e.t.Fatalf("/status: %v: %v", err, r)
-	}
-	return doc
-}
-
-func (e *env) point(name string) pointStatus {
-	e.t.Helper()
-	for _, p := range e.status().Points {
-		if p.Name == name {
-			return p
-		}
-	}
-	e.t.Fatalf("/status has no point %q", name)
-	return pointStatus{}
-}
-
-// ---- strategies -----------------------------------------------------------
-
-// pointRoute is a config body with one catch-all route to point p, whose
-// settings follow (indented by four spaces).
-const pointRoute = "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n"
 
 // checkTrip checks the "point tripped" log line and /status's last trip of
 // point p. A threshold below 0 is not checked.
@@ -1061,9 +544,7 @@ func TestHotReload(t *testing.T) {
 	t.Run("SIGHUP", func(t *testing.T) {
 		// The config path is a symlink into a directory the proxy does not
 		// watch, so an edit there is seen only when SIGHUP forces a reload.
-		needBinaries(t)
-		e := &env{t: t, dir: t.TempDir()}
-		e.upstream = startUpstream(t)
+		e := newEnv(t)
 		real := filepath.Join(e.dir, "data", "sds.yaml")
 		os.Mkdir(filepath.Dir(real), 0o755)
 		os.Mkdir(filepath.Join(e.dir, "conf"), 0o755)
@@ -1073,13 +554,12 @@ func TestHotReload(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.proxy = startProxy(t, e.config)
-		e.client = newClient(t)
 		if r := e.get("/r"); r.degraded() == "" {
 			t.Fatalf("visitThreshold 0: got %v, want degraded", r)
 		}
 		e.write(real, configHeader(e.upstream, "10s", 10)+body("1000"))
 		mark := e.proxy.stderr.mark()
-		e.proxy.cmd.Process.Signal(syscall.SIGHUP)
+		e.proxy.signal(syscall.SIGHUP)
 		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "" }) {
 			t.Fatalf("SIGHUP did not apply the edit within 3s")
 		}
@@ -1118,9 +598,7 @@ func TestHotReloadFileEvents(t *testing.T) {
 	t.Run("ConfigMap symlink swap", func(t *testing.T) {
 		// The kubelet's layout: sds.yaml -> ..data/sds.yaml, ..data ->
 		// ..v1; an update writes ..v2 and renames a new ..data over the old.
-		needBinaries(t)
-		e := &env{t: t, dir: t.TempDir()}
-		e.upstream = startUpstream(t)
+		e := newEnv(t)
 		version := func(name, content string) {
 			os.Mkdir(filepath.Join(e.dir, name), 0o755)
 			if err := os.WriteFile(filepath.Join(e.dir, name, "sds.yaml"), []byte(content), 0o644); err != nil {
@@ -1140,7 +618,6 @@ func TestHotReloadFileEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.proxy = startProxy(t, e.config)
-		e.client = newClient(t)
 		if r := e.get("/r"); r.degraded() == "" {
 			t.Fatalf("visitThreshold 0: got %v, want degraded", r)
 		}
@@ -1255,7 +732,7 @@ func TestSIGTERMDrains(t *testing.T) {
 	if !eventually(3*time.Second, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
 		t.Fatalf("the slow call never reached the upstream")
 	}
-	e.proxy.cmd.Process.Signal(syscall.SIGTERM)
+	e.proxy.signal(syscall.SIGTERM)
 
 	admin := newClient(t)
 	if !eventually(900*time.Millisecond, func() bool {
@@ -1282,14 +759,7 @@ func TestSIGTERMDrains(t *testing.T) {
 	if r := <-slow; r.status != 200 || !strings.HasPrefix(r.body, "upstream: GET /slow") {
 		t.Errorf("slow call in flight at SIGTERM: got %v, want the upstream's 200", r)
 	}
-	select {
-	case <-e.proxy.exited:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the proxy did not exit within 5s of the drain")
-	}
-	if e.proxy.err != nil {
-		t.Errorf("exit: got %v, want exit code 0", e.proxy.err)
-	}
+	e.proxy.waitExit(t, 5*time.Second)
 }
 
 // TestStreams checks that server-sent events arrive as they are sent and
@@ -1355,25 +825,17 @@ points:
 		}
 		defer conn.Close()
 		conn.SetDeadline(time.Now().Add(10 * time.Second))
-		var raw [16]byte
-		rand.Read(raw[:])
-		key := base64.StdEncoding.EncodeToString(raw[:])
-		fmt.Fprintf(conn, "GET /ws HTTP/1.1\r\nHost: chat.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n\r\n", key)
-		br := bufio.NewReader(conn)
-		resp, err := http.ReadResponse(br, nil)
+		br, err := upstream.Handshake(conn, "chat.example", "/ws")
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum := sha1.Sum([]byte(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
-		if resp.StatusCode != 101 || !strings.EqualFold(resp.Header.Get("Upgrade"), "websocket") ||
-			resp.Header.Get("Sec-WebSocket-Accept") != base64.StdEncoding.EncodeToString(sum[:]) {
-			t.Fatalf("handshake: got %d %v, want 101 with the right Sec-WebSocket-Accept", resp.StatusCode, resp.Header)
-		}
 		for _, msg := range []string{"hello through the proxy", strings.Repeat("0123456789", 50)} {
-			writeClientFrame(t, conn, 0x1, []byte(msg))
-			op, payload := readServerFrame(t, br)
-			if op != 0x1 || string(payload) != msg {
-				t.Errorf("echo: got opcode %#x %.40q, want text %.40q", op, payload, msg)
+			if err := upstream.WriteClientFrame(conn, 0x1, []byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			op, payload, err := upstream.ReadServerFrame(br)
+			if err != nil || op != 0x1 || string(payload) != msg {
+				t.Errorf("echo: got opcode %#x %.40q (%v), want text %.40q", op, payload, err, msg)
 			}
 		}
 		// An upgraded connection holds no concurrency slot: with
@@ -1381,58 +843,13 @@ points:
 		if v, _ := e.metric("sds_inflight", "point", "ws"); v != 0 {
 			t.Errorf("sds_inflight of an open WebSocket: got %v, want 0", v)
 		}
-		writeClientFrame(t, conn, 0x8, []byte{0x03, 0xe8})
-		if op, payload := readServerFrame(t, br); op != 0x8 || !bytes.Equal(payload, []byte{0x03, 0xe8}) {
-			t.Errorf("close: got opcode %#x % x, want a close 1000", op, payload)
+		if err := upstream.WriteClientFrame(conn, 0x8, []byte{0x03, 0xe8}); err != nil {
+			t.Fatal(err)
+		}
+		if op, payload, err := upstream.ReadServerFrame(br); err != nil || op != 0x8 || !bytes.Equal(payload, []byte{0x03, 0xe8}) {
+			t.Errorf("close: got opcode %#x % x (%v), want a close 1000", op, payload, err)
 		}
 	})
-}
-
-// writeClientFrame writes one masked, final WebSocket frame.
-func writeClientFrame(t *testing.T, w io.Writer, op byte, payload []byte) {
-	t.Helper()
-	b := []byte{0x80 | op}
-	switch n := len(payload); {
-	case n <= 125:
-		b = append(b, 0x80|byte(n))
-	case n <= 0xffff:
-		b = append(b, 0x80|126)
-		b = binary.BigEndian.AppendUint16(b, uint16(n))
-	default:
-		t.Fatalf("payload of %d bytes: too long for this test", n)
-	}
-	var mask [4]byte
-	rand.Read(mask[:])
-	b = append(b, mask[:]...)
-	for i, c := range payload {
-		b = append(b, c^mask[i%4])
-	}
-	if _, err := w.Write(b); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// readServerFrame reads one unmasked, final WebSocket frame.
-func readServerFrame(t *testing.T, r io.Reader) (op byte, payload []byte) {
-	t.Helper()
-	var hdr [2]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		t.Fatalf("frame header: %v", err)
-	}
-	if hdr[0]&0x80 == 0 || hdr[1]&0x80 != 0 {
-		t.Fatalf("frame header % x: want final and unmasked", hdr)
-	}
-	n := int(hdr[1] & 0x7f)
-	if n == 126 {
-		var b [2]byte
-		io.ReadFull(r, b[:])
-		n = int(binary.BigEndian.Uint16(b[:]))
-	}
-	payload = make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		t.Fatalf("frame payload: %v", err)
-	}
-	return hdr[0] & 0x0f, payload
 }
 
 // TestUpstreamErrors checks 502, 504, fallbackOnError, and a client that
@@ -1574,7 +991,7 @@ func TestCommands(t *testing.T) {
 	needBinaries(t)
 	run := func(args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.Command(filepath.Join(binDir, "sds-proxy"), args...)
+		cmd := command("sds-proxy", args...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()

@@ -5,10 +5,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 )
@@ -20,12 +18,7 @@ import (
 // never the fallback's HTTP status and body.
 func TestH2CGRPC(t *testing.T) {
 	needBinaries(t)
-	up := startProcess(t, "sds-upstream", "-listen", "127.0.0.1:0", "-h2c")
-	line, ok := up.stdout.find(0, 10*time.Second, up.exited, func(s string) bool { return strings.HasPrefix(s, "listening ") })
-	if !ok {
-		t.Fatalf("sds-upstream did not start: %s %s", up.stdout, up.stderr)
-	}
-	e := &env{t: t, dir: t.TempDir(), upstream: "h2c://" + strings.TrimPrefix(line, "listening ")}
+	e := &env{t: t, dir: t.TempDir(), upstream: "h2c://" + startUpstream(t, "-h2c")}
 	e.config = filepath.Join(e.dir, "sds.yaml")
 	config := "upstream: " + e.upstream + "\nh2c: true\ndrainTimeout: 5s\n" +
 		pointRoute + "    exceptionThreshold: 1\n    fallback: {status: 503, body: busy, grpcMessage: try later}\n"
@@ -98,7 +91,7 @@ func TestValidateGRPCWarning(t *testing.T) {
 	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(filepath.Join(binDir, "sds-proxy"), "validate", "-config", path).CombinedOutput()
+	out, err := command("sds-proxy", "validate", "-config", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("validate: %v, output %q; want exit 0", err, out)
 	}

@@ -1,15 +1,11 @@
 package main_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/proxy"
@@ -43,32 +39,6 @@ points:
   open: {visitThreshold: 1000000}
   echo: {visitThreshold: 1000000}
 `
-
-// rawGet sends one GET with exactly the request-target and Host given,
-// over a new connection, as a hostile client writes it (Go's client would
-// clean the path), and reads the response.
-func rawGet(t *testing.T, addr, target, host string) reply {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, host); err != nil {
-		t.Fatalf("GET %s: %v", target, err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("GET %s (Host %s): %v", target, host, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s (Host %s): body: %v", target, host, err)
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: string(body)}
-}
 
 // TestPathNormalisation: no spelling of a path slips past its point. Raw
 // requests for every bypass spelling are degraded under the route they

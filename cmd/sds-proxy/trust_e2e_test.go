@@ -226,36 +226,34 @@ func TestSIGHUPDuringDrain(t *testing.T) {
 		t.Fatalf("the slow call never reached the upstream")
 	}
 	mark := e.proxy.stderr.mark()
-	e.proxy.cmd.Process.Signal(syscall.SIGTERM)
+	e.proxy.signal(syscall.SIGTERM)
 	e.proxy.waitLog(t, mark, 3*time.Second, msgIs("draining"))
 	for range 5 {
-		e.proxy.cmd.Process.Signal(syscall.SIGHUP)
+		e.proxy.signal(syscall.SIGHUP)
 	}
 	e.proxy.waitLog(t, mark, 3*time.Second, msgIs("SIGHUP while draining: ignored"))
 	if r := <-slow; r.status != 200 {
 		t.Errorf("call in flight at SIGTERM: got %v, want 200", r)
 	}
-	select {
-	case <-e.proxy.exited:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("the proxy did not exit within 5s of the drain")
-	}
-	if e.proxy.err != nil {
-		t.Errorf("exit: got %v, want exit code 0", e.proxy.err)
-	}
+	e.proxy.waitExit(t, 5*time.Second)
 }
 
 // TestSIGHUPWithoutConfig: a proxy run with -upstream and no config file
 // logs SIGHUP as a no-op and goes on serving.
 func TestSIGHUPWithoutConfig(t *testing.T) {
 	needBinaries(t)
-	upstream := startUpstream(t)
+	upstream := "http://" + startUpstream(t)
 	// An empty directory: no sds.yaml to read, so it runs as a plain proxy.
-	p := &proxyProcess{process: startProcessIn(t, t.TempDir(), "sds-proxy", "run", "-upstream", upstream, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")}
-	ev := p.waitLog(t, 0, 15*time.Second, msgIs("serving"))
-	url := "http://" + fmt.Sprint(ev["proxy_addr"])
+	cmd := command("sds-proxy", "run", "-upstream", upstream, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")
+	cmd.Dir = t.TempDir()
+	started, err := start(t, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := serving(t, started)
+	url := p.url
 	mark := p.stderr.mark()
-	p.cmd.Process.Signal(syscall.SIGHUP)
+	p.signal(syscall.SIGHUP)
 	p.waitLog(t, mark, 3*time.Second, msgIs("SIGHUP: no config file to reload; ignored"))
 	client := newClient(t)
 	resp, err := client.Get(url + "/after-hup")
@@ -275,30 +273,30 @@ func TestSIGHUPWithoutConfig(t *testing.T) {
 // does; the first log line is written right after the handler is in.)
 func TestSIGHUPAtStartup(t *testing.T) {
 	needBinaries(t)
-	upstream := startUpstream(t)
+	upstream := "http://" + startUpstream(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "sds.yaml")
 	if err := os.WriteFile(config, []byte(configHeader(upstream, "10s", 10)+"routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    visitThreshold: 1000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
-		p := &proxyProcess{process: startProcess(t, "sds-proxy", "run", "-config", config, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")}
-		if _, ok := p.stderr.find(0, 10*time.Second, p.exited, func(s string) bool { return strings.Contains(s, `"msg":"starting"`) }); !ok {
+		p := &proxyProcess{process: startProcess(t, "sds-proxy", proxyArgs(config)...)}
+		if _, ok := p.stderr.find(0, 10*time.Second, p.exited, logLine(msgIs("starting"))); !ok {
 			t.Fatalf("start %d: no starting line (exited: %v, %v)", i, p.hasExited(), p.err)
 		}
 		sent := 0
 		for sent < 1000 {
-			if _, ok := p.stderr.find(0, 0, nil, func(s string) bool { return strings.Contains(s, `"msg":"serving"`) }); ok {
+			if p.countLog(0, msgIs("serving")) > 0 {
 				break
 			}
-			if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			if err := p.signal(syscall.SIGHUP); err != nil {
 				break // exited; checked below
 			}
 			sent++
 		}
 		p.waitLog(t, 0, 10*time.Second, msgIs("serving"))
 		// One more after serving: a reload, not a death.
-		p.cmd.Process.Signal(syscall.SIGHUP)
+		p.signal(syscall.SIGHUP)
 		p.waitLog(t, 0, 5*time.Second, msgIs("SIGHUP: reloading the config"))
 		p.stop(10 * time.Second)
 		if p.err != nil {

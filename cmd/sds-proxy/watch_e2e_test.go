@@ -3,7 +3,7 @@ package main_test
 // End-to-end tests of the config watch on a bad day: no inotify instance
 // left for the proxy's UID, the config directory deleted and created
 // again, a writer that leaves the file empty for a moment. They use the
-// helpers of e2e_test.go.
+// helpers of harness_test.go.
 
 import (
 	"bufio"
@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -169,30 +168,13 @@ func readableDir(t *testing.T) string {
 // skips the test when the process cannot be started with them.
 func startProxyAs(t *testing.T, uid, gid uint32, path string) *proxyProcess {
 	t.Helper()
-	p := &process{name: "sds-proxy", stdout: newLineLog(), stderr: newLineLog(), exited: make(chan struct{})}
-	args := []string{"run", "-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0"}
-	p.cmd = exec.Command(filepath.Join(binDir, "sds-proxy"), args...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
-	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
-	p.cmd.WaitDelay = 5 * time.Second
-	if err := p.cmd.Start(); err != nil {
+	cmd := command("sds-proxy", proxyArgs(path)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	p, err := start(t, cmd)
+	if err != nil {
 		t.Skipf("cannot start sds-proxy as UID %d: %v", uid, err)
 	}
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		p.stop(10 * time.Second)
-		if t.Failed() {
-			t.Logf("sds-proxy %q output:\n%s\n%s", args, p.stdout, p.stderr)
-		}
-	})
-	pp := &proxyProcess{process: p}
-	e := pp.waitLog(t, 0, 15*time.Second, msgIs("serving"))
-	pp.url = "http://" + fmt.Sprint(e["proxy_addr"])
-	pp.admin = "http://" + fmt.Sprint(e["admin_addr"])
-	return pp
+	return serving(t, p)
 }
 
 // applied writes the config with visitThreshold v (an editor's rename) and
@@ -209,43 +191,24 @@ func (e *env) applied(v string, timeout time.Duration) time.Duration {
 	return time.Since(start)
 }
 
-// median returns the median of ds, which it sorts.
-func median(ds []time.Duration) time.Duration {
-	slices.Sort(ds)
-	return ds[len(ds)/2]
-}
-
-// countLog counts the log lines at index from or later that match.
-func (p *proxyProcess) countLog(from int, match func(logEntry) bool) int {
-	n := 0
-	for i, line := range strings.Split(p.stderr.String(), "\n") {
-		if e := parseLog(line); i >= from && e != nil && match(e) {
-			n++
-		}
-	}
-	return n
-}
-
 // TestWatchInotifyExhausted runs the proxy as UID 65532 while another
 // process of that UID holds every inotify instance the kernel allows it,
 // as on a busy node of distroless containers. The proxy says once that it
 // polls, in its log and in sds_config_watch_mode, stays ready, and still
 // applies edits (by polling) and SIGHUP.
 func TestWatchInotifyExhausted(t *testing.T) {
-	needBinaries(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: to run the proxy and the inotify holder as UID 65532")
 	}
+	e := newEnv(t)
 	if err := os.Chmod(binDir, 0o755); err != nil { // MkdirTemp made it root's only
 		t.Fatal(err)
 	}
-	e := &env{t: t, dir: readableDir(t)}
-	e.upstream = startUpstream(t)
+	e.dir = readableDir(t)
 	e.config = filepath.Join(e.dir, "sds.yaml")
 	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody("0"))
 	holdInotify(t, nonroot)
 	e.proxy = startProxyAs(t, nonroot, nonroot, e.config)
-	e.client = newClient(t)
 
 	fallback := e.proxy.waitLog(t, 0, 5*time.Second, msgStarts("config watch falls back to polling"))
 	if reason := fmt.Sprint(fallback["error"]); !strings.Contains(reason, syscall.EMFILE.Error()) {
@@ -274,7 +237,7 @@ func TestWatchInotifyExhausted(t *testing.T) {
 	// not a poll saw the edit first.
 	mark := e.proxy.stderr.mark()
 	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody("1000"))
-	e.proxy.cmd.Process.Signal(syscall.SIGHUP)
+	e.proxy.signal(syscall.SIGHUP)
 	e.proxy.waitLog(t, mark, 3*time.Second, func(l logEntry) bool {
 		return (l["msg"] == "config reloaded" || l["msg"] == "config unchanged") && l["forced"] == true
 	})
@@ -296,16 +259,13 @@ func TestWatchInotifyExhausted(t *testing.T) {
 // creates it again with a new valid file, twice: each new file applies by
 // the watch, which stays on inotify.
 func TestWatchDirectoryRecreated(t *testing.T) {
-	needBinaries(t)
-	e := &env{t: t, dir: t.TempDir()}
-	e.upstream = startUpstream(t)
+	e := newEnv(t)
 	e.config = filepath.Join(e.dir, "conf", "sds.yaml")
 	if err := os.Mkdir(filepath.Dir(e.config), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody("0"))
 	e.proxy = startProxy(t, e.config)
-	e.client = newClient(t)
 	if r := e.get("/r"); r.degraded() == "" {
 		t.Fatalf("visitThreshold 0: got %v, want degraded", r)
 	}

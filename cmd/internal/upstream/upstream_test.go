@@ -467,3 +467,34 @@ func TestWebSocketClosedByHandler(t *testing.T) {
 		t.Errorf("after Handler.Close: got a byte, want the connection closed")
 	}
 }
+
+// TestWebSocketClient: the client's side (Handshake, WriteClientFrame,
+// ReadServerFrame) talks to the echo, short and 16-bit lengths included,
+// and ReadServerFrame refuses a masked frame.
+func TestWebSocketClient(t *testing.T) {
+	h := New(Options{})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	defer h.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	br, err := Handshake(conn, "x", "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{"hi", strings.Repeat("0123456789", 50)} {
+		if err := WriteClientFrame(conn, opText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if op, payload, err := ReadServerFrame(br); err != nil || op != opText || string(payload) != msg {
+			t.Errorf("echo: got %#x %.20q %v, want text %.20q", op, payload, err, msg)
+		}
+	}
+	if _, _, err := ReadServerFrame(strings.NewReader("\x81\x82\x00\x00\x00\x00hi")); err == nil {
+		t.Errorf("a masked frame from the server: got no error")
+	}
+}

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"crypto/rand"
 	"crypto/sha1"
 	"encoding/base64"
 	"encoding/binary"
@@ -16,6 +17,9 @@ import (
 // does the opening handshake, then echoes every data frame as it comes
 // (fragments stay fragments), answers pings with pongs and a close with a
 // close. Frames from the client must be masked (RFC 6455 §5.1).
+//
+// Handshake, WriteClientFrame and ReadServerFrame are the client's side of
+// the same frames, for tests that drive /ws directly or through a proxy.
 
 // wsGUID is the key suffix of RFC 6455 §1.3.
 const wsGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -94,7 +98,7 @@ func (h *Handler) websocket(w http.ResponseWriter, r *http.Request) {
 // echo runs the frame loop until a close, an error or a protocol violation.
 func (h *Handler) echo(brw *bufio.ReadWriter) {
 	for {
-		f, err := readFrame(brw.Reader, h.maxBody)
+		f, err := readFrame(brw.Reader, h.maxBody, true)
 		if err != nil {
 			var pe protocolError
 			if errors.As(err, &pe) {
@@ -141,18 +145,18 @@ func (e protocolError) Error() string {
 	return "protocol error"
 }
 
-// readFrame reads one masked client frame with a payload of at most max
-// bytes, and unmasks it.
-func readFrame(r io.Reader, max int) (frame, error) {
+// readFrame reads one frame with a payload of at most max bytes: masked
+// (a client's, which it unmasks) if masked is true, else unmasked (a
+// server's). A frame masked the other way is a protocol error.
+func readFrame(r io.Reader, max int, masked bool) (frame, error) {
 	var hdr [2]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return frame{}, err
 	}
 	f := frame{fin: hdr[0]&0x80 != 0, op: hdr[0] & 0x0f}
-	masked := hdr[1]&0x80 != 0
 	n := uint64(hdr[1] & 0x7f)
 	switch {
-	case hdr[0]&0x70 != 0, !masked:
+	case hdr[0]&0x70 != 0, (hdr[1]&0x80 != 0) != masked:
 		return f, protocolError(1002)
 	case f.op >= opClose && (!f.fin || n > 125):
 		return f, protocolError(1002)
@@ -177,8 +181,10 @@ func readFrame(r io.Reader, max int) (frame, error) {
 		return f, protocolError(1009)
 	}
 	var key [4]byte
-	if _, err := io.ReadFull(r, key[:]); err != nil {
-		return f, err
+	if masked {
+		if _, err := io.ReadFull(r, key[:]); err != nil {
+			return f, err
+		}
 	}
 	f.payload = make([]byte, n)
 	if _, err := io.ReadFull(r, f.payload); err != nil {
@@ -192,25 +198,90 @@ func readFrame(r io.Reader, max int) (frame, error) {
 
 // writeFrame writes one unmasked server frame.
 func writeFrame(w io.Writer, fin bool, op byte, payload []byte) error {
-	b0 := op
+	return writeFrameMasked(w, fin, op, nil, payload)
+}
+
+// writeFrameMasked writes one frame, masked with key if key is not nil (a
+// client's frame, RFC 6455 §5.3).
+func writeFrameMasked(w io.Writer, fin bool, op byte, key *[4]byte, payload []byte) error {
+	b0, mask := op, byte(0)
 	if fin {
 		b0 |= 0x80
 	}
-	hdr := make([]byte, 0, 10+len(payload))
+	if key != nil {
+		mask = 0x80
+	}
+	b := make([]byte, 0, 14+len(payload))
 	switch n := len(payload); {
 	case n <= 125:
-		hdr = append(hdr, b0, byte(n))
+		b = append(b, b0, mask|byte(n))
 	case n <= 0xffff:
-		hdr = append(hdr, b0, 126)
-		hdr = binary.BigEndian.AppendUint16(hdr, uint16(n))
+		b = append(b, b0, mask|126)
+		b = binary.BigEndian.AppendUint16(b, uint16(n))
 	default:
-		hdr = append(hdr, b0, 127)
-		hdr = binary.BigEndian.AppendUint64(hdr, uint64(n))
+		b = append(b, b0, mask|127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
 	}
-	_, err := w.Write(append(hdr, payload...))
+	if key == nil {
+		b = append(b, payload...)
+	} else {
+		b = append(b, key[:]...)
+		for i, c := range payload {
+			b = append(b, c^key[i%4])
+		}
+	}
+	_, err := w.Write(b)
 	return err
 }
 
 func closePayload(code uint16, reason string) []byte {
 	return append(binary.BigEndian.AppendUint16(nil, code), reason[:min(len(reason), 123)]...)
+}
+
+// Handshake opens a WebSocket to path over conn as a client does (RFC 6455
+// §4.1, a random key), and checks the answer: 101, Upgrade: websocket and
+// the Sec-WebSocket-Accept of the key. It returns the reader to read the
+// server's frames from, which may hold some already.
+func Handshake(conn io.ReadWriter, host, path string) (*bufio.Reader, error) {
+	var raw [16]byte
+	rand.Read(raw[:])
+	key := base64.StdEncoding.EncodeToString(raw[:])
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n\r\n", path, host, key); err != nil {
+		return nil, err
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols || !strings.EqualFold(resp.Header.Get("Upgrade"), "websocket") ||
+		resp.Header.Get("Sec-WebSocket-Accept") != AcceptKey(key) {
+		return nil, fmt.Errorf("WebSocket handshake: got %d %v, want 101 with Upgrade: websocket and Sec-WebSocket-Accept %s", resp.StatusCode, resp.Header, AcceptKey(key))
+	}
+	return br, nil
+}
+
+// WriteClientFrame writes one final frame as a client must: masked, with a
+// random key.
+func WriteClientFrame(w io.Writer, op byte, payload []byte) error {
+	var key [4]byte
+	rand.Read(key[:])
+	return writeFrameMasked(w, true, op, &key, payload)
+}
+
+// maxServerFrame bounds the payload ReadServerFrame accepts.
+const maxServerFrame = 16 << 20
+
+// ReadServerFrame reads one frame as a server sends it: final and
+// unmasked, with a payload of at most 16 MiB. Anything else is an error.
+func ReadServerFrame(r io.Reader) (op byte, payload []byte, err error) {
+	f, err := readFrame(r, maxServerFrame, false)
+	if err != nil {
+		return f.op, nil, fmt.Errorf("WebSocket frame from the server: %w", err)
+	}
+	if !f.fin {
+		return f.op, nil, errors.New("WebSocket frame from the server: not final, want one frame per message")
+	}
+	return f.op, f.payload, nil
 }
