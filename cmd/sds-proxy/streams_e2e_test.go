@@ -1,14 +1,24 @@
 package main_test
 
+// End-to-end tests of what streams through the proxy: server-sent events,
+// WebSockets, gRPC over h2c on both sides, and a large body.
+
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/upstream"
 )
 
 // TestH2CGRPC: with h2c on both sides, a gRPC-style call goes through over
@@ -98,5 +108,105 @@ func TestValidateGRPCWarning(t *testing.T) {
 	want := regexp.MustCompile(`^` + regexp.QuoteMeta(path) + `:\d+:\d+: warning: point "p": gRPC clients \(the h2c:// upstream\) never get this fallback's HTTP status and body.*\nOK\n$`)
 	if !want.Match(out) {
 		t.Errorf("validate: got %q, want one warning line and OK", out)
+	}
+}
+
+// TestStreams checks that server-sent events arrive as they are sent and
+// that a WebSocket passes through, and that neither holds its point's
+// timeout or concurrency past the response headers.
+func TestStreams(t *testing.T) {
+	e := setup(t, "10s", 10, `routes:
+  - point: sse
+    match: {path: /sse}
+  - point: ws
+    match: {path: /ws}
+points:
+  sse:
+    timeoutThreshold: 100ms
+    timeoutCountThreshold: 1
+  ws:
+    concurrentThreshold: 1
+`)
+	t.Run("SSE", func(t *testing.T) {
+		start := time.Now()
+		resp, err := e.client.Get(e.proxy.url + "/sse?events=5&interval=200ms")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+			t.Fatalf("got %d %q, want 200 text/event-stream", resp.StatusCode, ct)
+		}
+		br := bufio.NewReader(resp.Body)
+		var arrived []time.Duration
+		for i := 1; i <= 5; i++ {
+			line, err := br.ReadString('\n')
+			if err != nil || line != fmt.Sprintf("data: %d\n", i) {
+				t.Fatalf("event %d: got %q, %v", i, line, err)
+			}
+			arrived = append(arrived, time.Since(start))
+			if blank, _ := br.ReadString('\n'); blank != "\n" {
+				t.Fatalf("event %d: got %q after it, want a blank line", i, blank)
+			}
+		}
+		if rest, _ := io.ReadAll(br); len(rest) != 0 {
+			t.Errorf("after the last event: got %q, want the end", rest)
+		}
+		t.Logf("SSE events arrived at %v", arrived)
+		if arrived[0] > 400*time.Millisecond {
+			t.Errorf("first event arrived after %v, want it at once (the stream takes 800ms)", arrived[0])
+		}
+		if arrived[4] < 700*time.Millisecond {
+			t.Errorf("last event arrived after %v, want about 800ms", arrived[4])
+		}
+		// The stream's call ended at its headers: no timeout was counted
+		// though it lasted 800ms against a 100ms threshold.
+		e.metricIs(0, "sds_timeouts_total", "point", "sse")
+		if r := e.get("/sse?events=1"); r.degraded() != "" || r.body != "data: 1\n\n" {
+			t.Errorf("second stream: got %v, want it passed", r)
+		}
+	})
+
+	t.Run("WebSocket", func(t *testing.T) {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(e.proxy.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		br, err := upstream.Handshake(conn, "chat.example", "/ws")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, msg := range []string{"hello through the proxy", strings.Repeat("0123456789", 50)} {
+			if err := upstream.WriteClientFrame(conn, 0x1, []byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			op, payload, err := upstream.ReadServerFrame(br)
+			if err != nil || op != 0x1 || string(payload) != msg {
+				t.Errorf("echo: got opcode %#x %.40q (%v), want text %.40q", op, payload, err, msg)
+			}
+		}
+		// An upgraded connection holds no concurrency slot: with
+		// concurrentThreshold 1, a second WebSocket still opens.
+		if v, _ := e.metric("sds_inflight", "point", "ws"); v != 0 {
+			t.Errorf("sds_inflight of an open WebSocket: got %v, want 0", v)
+		}
+		if err := upstream.WriteClientFrame(conn, 0x8, []byte{0x03, 0xe8}); err != nil {
+			t.Fatal(err)
+		}
+		if op, payload, err := upstream.ReadServerFrame(br); err != nil || op != 0x8 || !bytes.Equal(payload, []byte{0x03, 0xe8}) {
+			t.Errorf("close: got opcode %#x % x (%v), want a close 1000", op, payload, err)
+		}
+	})
+}
+
+// TestLargeBody checks that a large response passes through intact.
+func TestLargeBody(t *testing.T) {
+	e := setup(t, "10s", 10, "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    timeoutThreshold: 5s\n    timeoutCountThreshold: 5\n")
+	const n = 8 << 20
+	r := e.get("/big?body=" + strconv.Itoa(n))
+	if r.status != 200 || len(r.body) != n || strings.Trim(r.body, "x") != "" {
+		t.Errorf("body=%d: got status %d and %d bytes, want 200 and %d x's", n, r.status, len(r.body), n)
 	}
 }

@@ -1,9 +1,10 @@
 package main_test
 
-// End-to-end tests of the config watch on a bad day: no inotify instance
-// left for the proxy's UID, the config directory deleted and created
-// again, a writer that leaves the file empty for a moment. They use the
-// helpers of harness_test.go.
+// End-to-end tests of hot reload: edits, SIGHUP and the ways a file
+// changes (deleted and back, a ConfigMap's symlink swap), and the config
+// watch on a bad day: no inotify instance left for the proxy's UID, the
+// config directory deleted and created again, a writer that leaves the
+// file empty for a moment, a file the running process refuses.
 
 import (
 	"bufio"
@@ -360,4 +361,150 @@ func TestReloadRefusedByTheProcess(t *testing.T) {
 	}
 	e.applied("1000", 5*time.Second)
 	e.metricIs(1, "sds_config_last_reload_successful")
+}
+
+// TestHotReload edits the config of a running proxy.
+func TestHotReload(t *testing.T) {
+	body := func(visitThreshold string) string {
+		return "routes:\n  - point: r\n    match: {pathPrefix: /r}\npoints:\n  r:\n    visitThreshold: " + visitThreshold + "\n"
+	}
+	t.Run("file edits", func(t *testing.T) {
+		e := setup(t, "10s", 10, body("0"))
+		header := configHeader(e.upstream, "10s", 10)
+		if r := e.get("/r"); r.degraded() != "visit; point=r" {
+			t.Fatalf("visitThreshold 0: got %v, want degraded", r)
+		}
+
+		// A valid edit applies within a second.
+		mark := e.proxy.stderr.mark()
+		edited := time.Now()
+		e.write(e.config, header+body("1000"))
+		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "" }) {
+			t.Fatalf("visitThreshold 1000 not applied within 3s")
+		}
+		if d := time.Since(edited); d > 1500*time.Millisecond {
+			t.Errorf("edit applied after %v, want within 1s", d)
+		}
+		e.proxy.waitLog(t, mark, 2*time.Second, msgIs("config reloaded"))
+		e.metricIs(1, "sds_config_last_reload_successful")
+
+		// An invalid edit, which would degrade everything if any of it
+		// applied, changes nothing.
+		mark = e.proxy.stderr.mark()
+		e.write(e.config, header+body("0")+"    bogusKey: 1\n")
+		rejected := e.proxy.waitLog(t, mark, 3*time.Second, msgStarts("config rejected"))
+		if !strings.Contains(fmt.Sprint(rejected["error"]), "bogusKey") {
+			t.Errorf("rejection log: got %v, want the error naming bogusKey", rejected)
+		}
+		for range 5 {
+			if r := e.get("/r"); r.status != 200 || r.degraded() != "" {
+				t.Errorf("after an invalid edit: got %v, want 200 (visitThreshold 1000 kept)", r)
+			}
+		}
+		e.metricIs(0, "sds_config_last_reload_successful")
+		e.metricIs(1, "sds_config_reloads_total", "result", "failure")
+		if st := e.status(); st.Config.LastReload == nil || st.Config.LastReload.OK || st.Config.LastReload.Error == "" {
+			t.Errorf("/status config.lastReload: got %+v, want ok false with the error", st.Config.LastReload)
+		}
+
+		// A later valid edit still applies.
+		mark = e.proxy.stderr.mark()
+		e.write(e.config, header+body("0"))
+		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "visit; point=r" }) {
+			t.Fatalf("a valid edit after an invalid one was not applied within 3s")
+		}
+		e.proxy.waitLog(t, mark, 2*time.Second, msgIs("config reloaded"))
+		e.metricIs(1, "sds_config_last_reload_successful")
+		e.metricIs(2, "sds_config_reloads_total", "result", "success")
+	})
+
+	t.Run("SIGHUP", func(t *testing.T) {
+		// The config path is a symlink into a directory the proxy does not
+		// watch, so an edit there is seen only when SIGHUP forces a reload.
+		e := newEnv(t)
+		real := filepath.Join(e.dir, "data", "sds.yaml")
+		os.Mkdir(filepath.Dir(real), 0o755)
+		os.Mkdir(filepath.Join(e.dir, "conf"), 0o755)
+		e.write(real, configHeader(e.upstream, "10s", 10)+body("0"))
+		e.config = filepath.Join(e.dir, "conf", "sds.yaml")
+		if err := os.Symlink(real, e.config); err != nil {
+			t.Fatal(err)
+		}
+		e.proxy = startProxy(t, e.config)
+		if r := e.get("/r"); r.degraded() == "" {
+			t.Fatalf("visitThreshold 0: got %v, want degraded", r)
+		}
+		e.write(real, configHeader(e.upstream, "10s", 10)+body("1000"))
+		mark := e.proxy.stderr.mark()
+		e.proxy.signal(syscall.SIGHUP)
+		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "" }) {
+			t.Fatalf("SIGHUP did not apply the edit within 3s")
+		}
+		e.proxy.waitLog(t, mark, 2*time.Second, msgIs("config reloaded"))
+	})
+}
+
+// TestHotReloadFileEvents checks the ways a config file changes besides an
+// edit: it is deleted and comes back, and a Kubernetes ConfigMap swaps the
+// ..data symlink of its folder.
+func TestHotReloadFileEvents(t *testing.T) {
+	body := func(visitThreshold string) string {
+		return "routes:\n  - point: r\n    match: {}\npoints:\n  r:\n    visitThreshold: " + visitThreshold + "\n"
+	}
+	t.Run("deleted and back", func(t *testing.T) {
+		e := setup(t, "10s", 10, body("0"))
+		mark := e.proxy.stderr.mark()
+		if err := os.Remove(e.config); err != nil {
+			t.Fatal(err)
+		}
+		rejected := e.proxy.waitLog(t, mark, 3*time.Second, msgStarts("config rejected"))
+		t.Logf("deleted: %v", rejected["error"])
+		if r := e.get("/r"); r.degraded() != "visit; point=r" {
+			t.Errorf("with the file deleted: got %v, want the last good config (degraded)", r)
+		}
+		back := time.Now()
+		e.write(e.config, configHeader(e.upstream, "10s", 10)+body("1000"))
+		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "" }) {
+			t.Fatalf("the file came back with visitThreshold 1000, not applied within 3s")
+		}
+		if d := time.Since(back); d > 1500*time.Millisecond {
+			t.Errorf("the file came back: applied after %v, want within 1s", d)
+		}
+	})
+
+	t.Run("ConfigMap symlink swap", func(t *testing.T) {
+		// The kubelet's layout: sds.yaml -> ..data/sds.yaml, ..data ->
+		// ..v1; an update writes ..v2 and renames a new ..data over the old.
+		e := newEnv(t)
+		version := func(name, content string) {
+			os.Mkdir(filepath.Join(e.dir, name), 0o755)
+			if err := os.WriteFile(filepath.Join(e.dir, name, "sds.yaml"), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tmp := filepath.Join(e.dir, "..data_tmp")
+			if err := os.Symlink(name, tmp); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(e.dir, "..data")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		version("..v1", configHeader(e.upstream, "10s", 10)+body("0"))
+		e.config = filepath.Join(e.dir, "sds.yaml")
+		if err := os.Symlink(filepath.Join("..data", "sds.yaml"), e.config); err != nil {
+			t.Fatal(err)
+		}
+		e.proxy = startProxy(t, e.config)
+		if r := e.get("/r"); r.degraded() == "" {
+			t.Fatalf("visitThreshold 0: got %v, want degraded", r)
+		}
+		version("..v2", configHeader(e.upstream, "10s", 10)+body("1000"))
+		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "" }) {
+			t.Fatalf("first swap not applied within 3s")
+		}
+		version("..v3", configHeader(e.upstream, "10s", 10)+body("0"))
+		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() != "" }) {
+			t.Fatalf("second swap not applied within 3s (the watch was lost after the first)")
+		}
+	})
 }
