@@ -7,13 +7,18 @@
 // request.
 //
 // Conventions shared by every type in this package:
-//   - an integer threshold of -1 is off (the file said so with a negative
-//     number, or did not name it), as in SDS;
+//   - a point's thresholds are the limiter's own (limiter.Policy), where
+//     off is the zero value; the file's absent or negative threshold (SDS's
+//     -1) decodes to off;
 //   - a duration of 0 is off;
 //   - slices keep the order of the file.
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+)
 
 // File is one parsed, defaulted and validated sds.yaml.
 type File struct {
@@ -123,55 +128,19 @@ type Route struct {
 	Host string
 }
 
-// Point is one protected point: its strategies, delay and fallback. Integer
-// thresholds are -1 when off, durations 0 when off (see the package doc).
+// Point is one protected point: what its limiter judges, how its upstream
+// call is made, and its fallback.
 type Point struct {
 	// Name is the point's name: letters, digits, '.', '_' and '-'.
 	Name string
 
-	// TimeoutThreshold: an upstream call running longer than this counts
-	// one timeout. 0 = off.
-	TimeoutThreshold time.Duration
-	// TimeoutCountThreshold: the point trips when the window holds this many
-	// timeouts (the 5th timeout trips 5). -1 = off; set together with
-	// TimeoutThreshold.
-	TimeoutCountThreshold int64
-	// VisitThreshold: passes while visits - degraded <= VisitThreshold. 0
-	// degrades every request. -1 = off.
-	VisitThreshold int64
-	// ConcurrentThreshold: passes while the calls in flight, this one
-	// included, are <= ConcurrentThreshold. At least 1, or -1 = off.
-	ConcurrentThreshold int64
-	// ExceptionThreshold: passes while the window holds fewer exceptions.
-	// At least 1, or -1 = off.
-	ExceptionThreshold int64
-	// ExceptionRateThreshold: percent 1-100; passes while
-	// exceptions*100/(visits-degraded) is below it. -1 = off.
-	ExceptionRateThreshold int64
-	// ExceptionRateStart: the rate is not judged while the window holds this
-	// many visits or fewer. Default 0.
-	ExceptionRateStart int64
-	// TokenBucketGeneratedTokensInSecond: tokens added per second. At least
-	// 1, or -1 = off.
-	TokenBucketGeneratedTokensInSecond int64
-	// TokenBucketSize: the bucket's capacity, at least
-	// TokenBucketGeneratedTokensInSecond. -1 = not given (the capacity is
-	// then TokenBucketGeneratedTokensInSecond).
-	TokenBucketSize int64
-	// DowngradeRate: percent 0-100 of tripped requests actually degraded.
-	// Default 100; 0 judges and reports but never degrades.
-	DowngradeRate int64
-	// DelayTime: after a trip, keep degrading this long. 0 = off.
-	DelayTime time.Duration
-	// RetryInterval: during the delay, let one probe through this often;
-	// shorter than DelayTime. 0 = off (no probes).
-	RetryInterval time.Duration
-	// PressureTestDowngrade degrades pressure-test traffic on this point at
-	// once (File.PressureTestHeader is then set).
-	PressureTestDowngrade bool
-	// Shadow counts and reports would-be trips but never degrades
-	// (mode: shadow). false is mode: enforce, the default.
-	Shadow bool
+	// Policy holds the point's thresholds, downgrade rate, delay and mode,
+	// as the limiter defines them (units, zero values, boundaries and
+	// limits): the file's keys decode into it, an absent or negative
+	// threshold (SDS's -1) as off, and validation reports what
+	// limiter.Policy.Check rejects.
+	limiter.Policy
+
 	// UpstreamTimeout is a hard deadline for the upstream call. 0 = none.
 	UpstreamTimeout time.Duration
 	// FallbackOnError answers the fallback instead of 502/504 when the
@@ -179,6 +148,12 @@ type Point struct {
 	FallbackOnError bool
 	// Fallback is the response of a degraded request.
 	Fallback Fallback
+}
+
+// Settings returns the limiter settings of point p of f: the file's window
+// and p's Policy. For a valid f, limiter.NewPoint accepts them.
+func (f *File) Settings(p *Point) limiter.Settings {
+	return limiter.Settings{Window: f.Window, Buckets: f.Buckets, Policy: p.Policy}
 }
 
 // Fallback is the response a degraded request gets. Its zero value leaves

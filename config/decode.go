@@ -8,9 +8,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
 // lineEnds returns the offset just past each line of data, with line
@@ -302,17 +305,17 @@ func (d *decoder) points(n *yaml.Node) {
 		}
 		d.fields(v, scope, base, pointKeys, map[string]setter{
 			"timeoutThreshold":                   d.duration(&p.TimeoutThreshold),
-			"timeoutCountThreshold":              integer(d, &p.TimeoutCountThreshold),
-			"visitThreshold":                     integer(d, &p.VisitThreshold),
-			"concurrentThreshold":                integer(d, &p.ConcurrentThreshold),
-			"exceptionThreshold":                 integer(d, &p.ExceptionThreshold),
-			"exceptionRateThreshold":             integer(d, &p.ExceptionRateThreshold),
+			"timeoutCountThreshold":              d.threshold(&p.TimeoutCountThreshold),
+			"visitThreshold":                     d.threshold(&p.VisitThreshold),
+			"concurrentThreshold":                d.threshold(&p.ConcurrentThreshold),
+			"exceptionThreshold":                 d.threshold(&p.ExceptionThreshold),
+			"exceptionRateThreshold":             d.threshold(&p.ExceptionRateThreshold),
 			"exceptionRateStart":                 integer(d, &p.ExceptionRateStart),
-			"tokenBucketGeneratedTokensInSecond": integer(d, &p.TokenBucketGeneratedTokensInSecond),
-			"tokenBucketSize":                    integer(d, &p.TokenBucketSize),
-			"downgradeRate":                      integer(d, &p.DowngradeRate),
-			"delayTime":                          d.duration(&p.DelayTime),
-			"retryInterval":                      d.duration(&p.RetryInterval),
+			"tokenBucketGeneratedTokensInSecond": d.threshold(&p.TokensPerSecond),
+			"tokenBucketSize":                    d.threshold(&p.TokenBucketSize),
+			"downgradeRate":                      d.percent(&p.DowngradeRate),
+			"delayTime":                          d.delay(&p.DelayTime),
+			"retryInterval":                      d.delay(&p.RetryInterval),
 			"pressureTestDowngrade":              d.boolean(&p.PressureTestDowngrade),
 			"mode":                               d.mode(&p.Shadow),
 			"upstreamTimeout":                    d.duration(&p.UpstreamTimeout),
@@ -321,6 +324,45 @@ func (d *decoder) points(n *yaml.Node) {
 		})
 		d.out.f.Points = append(d.out.f.Points, p)
 	})
+}
+
+// threshold decodes an integer threshold into dst: a negative one is off,
+// as -1 is in SDS.
+func (d *decoder) threshold(dst *limiter.Threshold) setter {
+	return func(key string, v *yaml.Node) {
+		n := int64(-1)
+		integer(d, &n)(key, v)
+		*dst = limiter.Threshold{}
+		if n >= 0 {
+			*dst = limiter.At(n)
+		}
+	}
+}
+
+// percent decodes downgradeRate into dst as written, negative included:
+// limiter.Policy.Check reports a value that is not a percent.
+func (d *decoder) percent(dst *limiter.Threshold) setter {
+	return func(key string, v *yaml.Node) {
+		before := len(d.p.errs)
+		var n int64
+		integer(d, &n)(key, v)
+		if len(d.p.errs) == before {
+			*dst = limiter.At(n)
+		}
+	}
+}
+
+// delay decodes delayTime or retryInterval into dst. -1 (a millisecond)
+// is off, as in SDS, and decodes to 0; any other negative duration is kept
+// for limiter.Policy.Check to report.
+func (d *decoder) delay(dst *time.Duration) setter {
+	set := d.duration(dst)
+	return func(key string, v *yaml.Node) {
+		set(key, v)
+		if *dst == -time.Millisecond {
+			*dst = 0
+		}
+	}
 }
 
 // fallback decodes the fallback of point into fb; a bodyFile is read later.

@@ -15,14 +15,14 @@ func ExampleLoad() {
 	}
 	fmt.Println(f.Listen, f.Upstream)
 	for _, p := range f.Points {
-		fmt.Printf("%s visit=%d shadow=%v\n", p.Name, p.VisitThreshold, p.Shadow)
+		fmt.Printf("%s visit=%v shadow=%v\n", p.Name, p.VisitThreshold, p.Shadow)
 	}
 	// Output:
 	// 127.0.0.1:18080 http://127.0.0.1:9000
 	// orders.read visit=20 shadow=false
-	// orders.create visit=-1 shadow=false
-	// slow visit=-1 shadow=false
-	// flaky visit=-1 shadow=false
+	// orders.create visit=off shadow=false
+	// slow visit=off shadow=false
+	// flaky visit=off shadow=false
 	// everything-else visit=100 shadow=true
 }
 

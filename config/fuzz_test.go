@@ -70,14 +70,11 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		for _, p := range file.Points {
-			for _, v := range []int64{p.TimeoutCountThreshold, p.VisitThreshold, p.ConcurrentThreshold, p.ExceptionThreshold,
-				p.ExceptionRateThreshold, p.TokenBucketGeneratedTokensInSecond, p.TokenBucketSize} {
-				if v < -1 {
-					t.Fatalf("point %s: threshold %d not normalized", p.Name, v)
-				}
+			if err := file.Settings(&p).Check(); err != nil {
+				t.Fatalf("point %s: the limiter refuses what validate accepted: %v", p.Name, err)
 			}
-			if p.DowngradeRate < 0 || p.DowngradeRate > 100 || p.TimeoutThreshold < 0 || p.DelayTime < 0 || p.ExceptionRateStart < 0 {
-				t.Fatalf("point %s out of range: %+v", p.Name, p)
+			if p.TimeoutThreshold < 0 || p.ExceptionRateStart < 0 || p.UpstreamTimeout < 0 {
+				t.Fatalf("point %s not normalized: %+v", p.Name, p)
 			}
 		}
 		if file.Window <= 0 || file.Buckets <= 0 || file.Window%time.Duration(file.Buckets) != 0 {

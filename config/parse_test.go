@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
 // valid is the smallest valid file; point p's settings start at line 7,
@@ -82,13 +84,13 @@ func TestParseRootExample(t *testing.T) {
 	if f.Upstream != "http://127.0.0.1:9000" || f.Admin != "0.0.0.0:9901" || f.Listen != "0.0.0.0:8080" {
 		t.Errorf("addresses: got listen %s upstream %s admin %s", f.Listen, f.Upstream, f.Admin)
 	}
-	if p := f.Point("slow"); p.TimeoutThreshold != 300*time.Millisecond || p.TimeoutCountThreshold != 3 || p.DelayTime != 10*time.Second || p.RetryInterval != 2*time.Second {
+	if p := f.Point("slow"); p.TimeoutThreshold != 300*time.Millisecond || p.TimeoutCountThreshold != limiter.At(3) || p.DelayTime != 10*time.Second || p.RetryInterval != 2*time.Second {
 		t.Errorf("slow: got %+v", p)
 	}
-	if p := f.Point("orders.read"); p.VisitThreshold != 20 || !p.PressureTestDowngrade || p.Fallback.Status != 429 || !p.Fallback.BodySet {
+	if p := f.Point("orders.read"); p.VisitThreshold != limiter.At(20) || !p.PressureTestDowngrade || p.Fallback.Status != 429 || !p.Fallback.BodySet {
 		t.Errorf("orders.read: got %+v", p)
 	}
-	if p := f.Point("flaky"); p.ExceptionThreshold != 5 || p.ExceptionRateThreshold != 50 || p.DowngradeRate != 80 {
+	if p := f.Point("flaky"); p.ExceptionThreshold != limiter.At(5) || p.ExceptionRateThreshold != limiter.At(50) || p.DowngradeRate != limiter.At(80) {
 		t.Errorf("flaky: got %+v", p)
 	}
 	if p := f.Point("everything-else"); !p.Shadow {
@@ -116,11 +118,7 @@ func TestParseDefaults(t *testing.T) {
 		DrainTimeout:     25 * time.Second,
 		MaxConnections:   1024,
 		Routes:           []Route{{Point: "p"}},
-		Points: []Point{{
-			Name: "p", TimeoutCountThreshold: -1, VisitThreshold: 10, ConcurrentThreshold: -1,
-			ExceptionThreshold: -1, ExceptionRateThreshold: -1, TokenBucketGeneratedTokensInSecond: -1,
-			TokenBucketSize: -1, DowngradeRate: 100,
-		}},
+		Points:           []Point{{Name: "p", Policy: limiter.Policy{VisitThreshold: limiter.At(10)}}},
 	}
 	if got := fmt.Sprintf("%+v", *f); got != fmt.Sprintf("%+v", want) {
 		t.Errorf("got\n%s\nwant\n%s", got, fmt.Sprintf("%+v", want))
@@ -155,10 +153,14 @@ fallback:
 	}
 	got := f.Points[0]
 	want := Point{
-		Name: "p", TimeoutThreshold: 250 * time.Millisecond, TimeoutCountThreshold: 5, VisitThreshold: 0,
-		ConcurrentThreshold: -1, ExceptionThreshold: -1, ExceptionRateThreshold: 40, ExceptionRateStart: 0,
-		TokenBucketGeneratedTokensInSecond: 100, TokenBucketSize: 200, DowngradeRate: 0,
-		DelayTime: 90 * time.Second, RetryInterval: 2 * time.Second, Shadow: true, FallbackOnError: true,
+		Name: "p",
+		Policy: limiter.Policy{
+			TimeoutThreshold: 250 * time.Millisecond, TimeoutCountThreshold: limiter.At(5), VisitThreshold: limiter.At(0),
+			ConcurrentThreshold: limiter.Threshold{}, ExceptionThreshold: limiter.Threshold{}, ExceptionRateThreshold: limiter.At(40), ExceptionRateStart: 0,
+			TokensPerSecond: limiter.At(100), TokenBucketSize: limiter.At(200), DowngradeRate: limiter.At(0),
+			DelayTime: 90 * time.Second, RetryInterval: 2 * time.Second, Shadow: true,
+		},
+		FallbackOnError: true,
 		Fallback: Fallback{
 			Status:  503,
 			Headers: [][2]string{{"Content-Type", "application/json"}, {"Retry-After", "5"}, {"Set-Cookie", "a=1"}, {"Set-Cookie", "b=2"}},

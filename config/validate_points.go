@@ -1,10 +1,13 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
 // points checks each point: its name, that a route names it, its
@@ -43,7 +46,9 @@ func (c *checker) points() {
 // pl is the location of a point's key.
 func pl(p *Point, field string) loc { return loc{point: p.Name, field: field} }
 
-// thresholds checks each setting of a point on its own.
+// thresholds checks each setting of a point on its own: the limits of
+// limiter.Policy.Check, and the values the limiter runs but that would
+// degrade every request, which the file can only mean by mistake.
 func (c *checker) thresholds(p *Point) {
 	degradeAll := func(field string) {
 		c.p.add(c.val(pl(p, field)), "%s: 0 would degrade every request; write a count such as 5, or -1 to turn it off (visitThreshold: 0 is the switch that degrades everything)", field)
@@ -51,41 +56,58 @@ func (c *checker) thresholds(p *Point) {
 	if c.d.ok(pl(p, "timeoutThreshold")) && p.TimeoutThreshold == 0 {
 		c.p.add(c.val(pl(p, "timeoutThreshold")), "timeoutThreshold: 0 counts every call as a timeout; write a duration such as 250ms, or -1 to turn it off")
 	}
-	for field, v := range map[string]int64{
-		"timeoutCountThreshold": p.TimeoutCountThreshold,
-		"concurrentThreshold":   p.ConcurrentThreshold,
-		"exceptionThreshold":    p.ExceptionThreshold,
+	for _, t := range []struct {
+		field string
+		v     limiter.Threshold
+	}{
+		{"timeoutCountThreshold", p.TimeoutCountThreshold},
+		{"concurrentThreshold", p.ConcurrentThreshold},
+		{"exceptionThreshold", p.ExceptionThreshold},
+		{"exceptionRateThreshold", p.ExceptionRateThreshold},
 	} {
-		if c.d.ok(pl(p, field)) && v == 0 {
-			degradeAll(field)
+		if c.d.ok(pl(p, t.field)) && t.v == limiter.At(0) {
+			degradeAll(t.field)
 		}
 	}
-	if l := pl(p, "exceptionRateThreshold"); c.d.ok(l) {
-		switch {
-		case p.ExceptionRateThreshold == 0:
-			degradeAll("exceptionRateThreshold")
-		case p.ExceptionRateThreshold > 100:
-			c.p.add(c.val(l), "exceptionRateThreshold: %d is not a percent from 1 to 100", p.ExceptionRateThreshold)
+	if err := p.Policy.Check(); err != nil {
+		errs := []error{err}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = joined.Unwrap()
+		}
+		for _, e := range errs {
+			var fe *limiter.FieldError
+			if !errors.As(e, &fe) {
+				c.p.add(c.key(loc{point: p.Name}), "%v", e)
+				continue
+			}
+			key := policyKey(fe.Field)
+			c.p.add(c.val(pl(p, key)), "%s: %s", key, fe.Problem)
 		}
 	}
-	if l := pl(p, "tokenBucketGeneratedTokensInSecond"); c.d.ok(l) && p.TokenBucketGeneratedTokensInSecond == 0 {
-		c.p.add(c.val(l), "tokenBucketGeneratedTokensInSecond: 0 never refills the bucket; write a rate such as 100, or -1 to turn it off")
+	if l := pl(p, "upstreamTimeout"); c.d.ok(l) && p.UpstreamTimeout < 0 && p.UpstreamTimeout != -time.Millisecond {
+		c.p.add(c.val(l), "upstreamTimeout: %v is negative; write a duration such as 2s, or -1 (or remove it) to turn it off", p.UpstreamTimeout)
 	}
-	if l := pl(p, "tokenBucketSize"); c.d.ok(l) && p.TokenBucketSize == 0 {
-		c.p.add(c.val(l), "tokenBucketSize: 0 holds no token; write a capacity of at least tokenBucketGeneratedTokensInSecond, or remove it")
+}
+
+// policyKey returns the file's key of a limiter.Policy field: the field's
+// name with a lower-case initial, but for the two the file names after
+// SDS.
+func policyKey(field string) string {
+	switch field {
+	case "TokensPerSecond":
+		return "tokenBucketGeneratedTokensInSecond"
+	case "Shadow":
+		return "mode"
 	}
-	if l := pl(p, "downgradeRate"); c.d.ok(l) && (p.DowngradeRate < 0 || p.DowngradeRate > 100) {
-		c.p.add(c.val(l), "downgradeRate: %d is not a percent from 0 to 100 (100 degrades every tripped request, 0 none)", p.DowngradeRate)
+	return strings.ToLower(field[:1]) + field[1:]
+}
+
+// sdsValue returns t as the file spells it: -1 when off.
+func sdsValue(t limiter.Threshold) int64 {
+	if n, on := t.Get(); on {
+		return n
 	}
-	for field, v := range map[string]time.Duration{
-		"delayTime":       p.DelayTime,
-		"retryInterval":   p.RetryInterval,
-		"upstreamTimeout": p.UpstreamTimeout,
-	} {
-		if c.d.ok(pl(p, field)) && v < 0 && v != -time.Millisecond {
-			c.p.add(c.val(pl(p, field)), "%s: %v is negative; write a duration such as 2s, or -1 (or remove it) to turn it off", field, v)
-		}
-	}
+	return -1
 }
 
 // combinations checks the settings of a point that only work together
@@ -97,7 +119,7 @@ func (c *checker) combinations(p *Point) {
 	off := func(field string, v, floor int64) bool {
 		return !c.d.has(pl(p, field)) || c.d.ok(pl(p, field)) && v <= floor
 	}
-	timeout, count := int64(p.TimeoutThreshold), p.TimeoutCountThreshold
+	timeout, count := int64(p.TimeoutThreshold), sdsValue(p.TimeoutCountThreshold)
 	delay, retry := int64(p.DelayTime), int64(p.RetryInterval)
 
 	if on("timeoutCountThreshold", count, 0) && off("timeoutThreshold", timeout, -1) {
@@ -116,10 +138,10 @@ func (c *checker) combinations(p *Point) {
 	if on("upstreamTimeout", upstream, 0) && on("timeoutThreshold", timeout, 0) && upstream < timeout {
 		c.p.add(c.val(pl(p, "upstreamTimeout")), "upstreamTimeout %v is shorter than timeoutThreshold %v: every call is cut before it can count as a timeout, so the timeout strategy never trips; make upstreamTimeout at least %v", p.UpstreamTimeout, p.TimeoutThreshold, p.TimeoutThreshold)
 	}
-	if on("exceptionRateStart", p.ExceptionRateStart, -1) && off("exceptionRateThreshold", p.ExceptionRateThreshold, -1) {
+	if on("exceptionRateStart", p.ExceptionRateStart, -1) && off("exceptionRateThreshold", sdsValue(p.ExceptionRateThreshold), -1) {
 		c.p.add(c.key(pl(p, "exceptionRateStart")), "exceptionRateStart is set but exceptionRateThreshold is not: the rate is never judged; add exceptionRateThreshold: 50 or remove exceptionRateStart")
 	}
-	size, rate := p.TokenBucketSize, p.TokenBucketGeneratedTokensInSecond
+	size, rate := sdsValue(p.TokenBucketSize), sdsValue(p.TokensPerSecond)
 	if on("tokenBucketSize", size, 0) && off("tokenBucketGeneratedTokensInSecond", rate, -1) {
 		c.p.add(c.key(pl(p, "tokenBucketSize")), "tokenBucketSize is set but tokenBucketGeneratedTokensInSecond is not: there is no bucket; add tokenBucketGeneratedTokensInSecond: 100 or remove tokenBucketSize")
 	}
@@ -147,13 +169,13 @@ func (c *checker) combinations(p *Point) {
 // on its own.
 func (c *checker) strategy(p *Point) (on, known bool) {
 	fields := map[string]int64{
-		"visitThreshold":                     p.VisitThreshold,
-		"tokenBucketGeneratedTokensInSecond": p.TokenBucketGeneratedTokensInSecond,
-		"concurrentThreshold":                p.ConcurrentThreshold,
-		"exceptionThreshold":                 p.ExceptionThreshold,
-		"exceptionRateThreshold":             p.ExceptionRateThreshold,
+		"visitThreshold":                     sdsValue(p.VisitThreshold),
+		"tokenBucketGeneratedTokensInSecond": sdsValue(p.TokensPerSecond),
+		"concurrentThreshold":                sdsValue(p.ConcurrentThreshold),
+		"exceptionThreshold":                 sdsValue(p.ExceptionThreshold),
+		"exceptionRateThreshold":             sdsValue(p.ExceptionRateThreshold),
 		"timeoutThreshold":                   int64(p.TimeoutThreshold),
-		"timeoutCountThreshold":              p.TimeoutCountThreshold,
+		"timeoutCountThreshold":              sdsValue(p.TimeoutCountThreshold),
 	}
 	set := map[string]bool{}
 	for field, v := range fields {

@@ -1,8 +1,12 @@
 package config
 
 import (
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
 // TestDecodeProblems covers the strict decoding of SPEC §3: each row is a
@@ -200,7 +204,7 @@ func TestValidateProblems(t *testing.T) {
 		{"concurrent zero", withPoint("concurrentThreshold: 0"), []string{"7:26: concurrentThreshold: 0 would degrade every request"}},
 		{"exception zero", withPoint("exceptionThreshold: 0"), []string{"7:25: exceptionThreshold: 0 would degrade every request"}},
 		{"visit zero is the off switch", withPoint("visitThreshold: 0"), nil},
-		{"exception rate over 100", withPoint("exceptionRateThreshold: 101"), []string{"7:29: exceptionRateThreshold: 101 is not a percent from 1 to 100"}},
+		{"exception rate over 100", withPoint("exceptionRateThreshold: 101"), []string{"7:29: exceptionRateThreshold: 101 is more than 100 percent"}},
 		{"exception rate 100", withPoint("exceptionRateThreshold: 100"), nil},
 		{"exception rate zero", withPoint("exceptionRateThreshold: 0"), []string{"7:29: exceptionRateThreshold: 0 would degrade every request"}},
 		{"exceptionRateStart without rate", withPoint("visitThreshold: 1\nexceptionRateStart: 20"), []string{"8:5: exceptionRateStart is set but exceptionRateThreshold is not: the rate is never judged"}},
@@ -211,6 +215,11 @@ func TestValidateProblems(t *testing.T) {
 		{"token size below rate", withPoint("tokenBucketGeneratedTokensInSecond: 100\ntokenBucketSize: 99"), []string{"8:22: tokenBucketSize 99 is below tokenBucketGeneratedTokensInSecond 100: the bucket holds max(size, rate) = 100 tokens"}},
 		{"token size equal to rate", withPoint("tokenBucketGeneratedTokensInSecond: 100\ntokenBucketSize: 100"), nil},
 		{"token size zero", withPoint("tokenBucketGeneratedTokensInSecond: 100\ntokenBucketSize: 0"), []string{"8:22: tokenBucketSize: 0 holds no token"}},
+		// Limits of the limiter: what validate accepts, the limiter runs.
+		{"token rate above one per nanosecond", withPoint("tokenBucketGeneratedTokensInSecond: 2000000000"), []string{"7:41: tokenBucketGeneratedTokensInSecond: 2000000000 is more than 1000000000, one token per nanosecond"}},
+		{"token rate one per nanosecond", withPoint("tokenBucketGeneratedTokensInSecond: 1000000000"), nil},
+		{"token bucket that overflows its clock", withPoint("tokenBucketGeneratedTokensInSecond: 1\ntokenBucketSize: 9000000000000000000"), []string{"8:22: tokenBucketSize: 9000000000000000000 tokens at 1 per second take more than 100 years to fill"}},
+		{"token bucket of 100 years", withPoint("tokenBucketGeneratedTokensInSecond: 1000\ntokenBucketSize: 3153600000000"), nil},
 		{"downgradeRate over 100", withPoint("visitThreshold: 1\ndowngradeRate: 101"), []string{"8:20: downgradeRate: 101 is not a percent from 0 to 100"}},
 		{"downgradeRate negative", withPoint("visitThreshold: 1\ndowngradeRate: -1"), []string{"8:20: downgradeRate: -1 is not a percent from 0 to 100"}},
 		{"downgradeRate zero", withPoint("visitThreshold: 1\ndowngradeRate: 0"), nil},
@@ -252,5 +261,17 @@ func TestValidateProblems(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			checkProblems(t, problemsOf(t, tt.src, Options{}), tt.want)
 		})
+	}
+}
+
+// TestPolicyKeys: every field of limiter.Policy, whose Check problems are
+// reported at the field's key, has a key in the file.
+func TestPolicyKeys(t *testing.T) {
+	fields := reflect.TypeFor[limiter.Policy]()
+	for i := range fields.NumField() {
+		name := fields.Field(i).Name
+		if key := policyKey(name); !slices.Contains(pointKeys, key) {
+			t.Errorf("limiter.Policy.%s: got key %q, want one of %v", name, key, pointKeys)
+		}
 	}
 }

@@ -35,7 +35,7 @@ func visits(r Result) int64 {
 	if r.File == nil || len(r.File.Points) == 0 {
 		return -2
 	}
-	return r.File.Points[0].VisitThreshold
+	return sdsValue(r.File.Points[0].VisitThreshold)
 }
 
 // --- The debounce, on a fake clock -------------------------------------------
@@ -370,7 +370,7 @@ func TestWatchAcceptRefuses(t *testing.T) {
 	path := newConfigFile(t)
 	refused := errors.New("the limiter refuses visitThreshold 5")
 	w := watchAccepting(t, path, func(f *File) error {
-		if f.Points[0].VisitThreshold == 5 {
+		if sdsValue(f.Points[0].VisitThreshold) == 5 {
 			return refused
 		}
 		return nil

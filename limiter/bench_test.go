@@ -11,22 +11,22 @@ import (
 // timeout, exception, exception_rate), with thresholds a benchmark never
 // reaches. shards 0 means DefaultShards.
 func windowSettings(shards int) Settings {
-	s := DefaultSettings()
+	var s Settings
 	s.Shards = shards
-	s.VisitThreshold = 1 << 60
-	s.TimeoutThreshold, s.TimeoutCountThreshold = time.Hour, 1<<60
-	s.ExceptionThreshold = 1 << 60
-	s.ExceptionRateThreshold, s.ExceptionRateStart = 100, 1<<60
+	s.VisitThreshold = At(1 << 60)
+	s.TimeoutThreshold, s.TimeoutCountThreshold = time.Hour, At(1<<60)
+	s.ExceptionThreshold = At(1 << 60)
+	s.ExceptionRateThreshold, s.ExceptionRateStart = At(100), 1<<60
 	return s
 }
 
 // allSettings adds the token bucket and the concurrency limit.
 func allSettings(shards int) Settings {
 	s := windowSettings(shards)
-	s.ConcurrentThreshold = 1 << 60
+	s.ConcurrentThreshold = At(1 << 60)
 	// The goroutines' clocks drift apart (see benchClock): a bucket that
 	// never empties keeps the benchmark from degrading.
-	s.TokensPerSecond, s.TokenBucketSize = 1_000_000_000, 1<<60
+	s.TokensPerSecond, s.TokenBucketSize = At(1_000_000_000), At(1<<60)
 	return s
 }
 

@@ -69,7 +69,7 @@ func hammer(t *testing.T, workers, n int, cur func() *Point) Counts {
 // requires the window to hold exactly what they did: no lost or double
 // counts, every slot freed.
 func TestConcurrentCounts(t *testing.T) {
-	base := DefaultSettings()
+	var base Settings
 	base.TimeoutThreshold = 20 * time.Millisecond
 	for _, tc := range []struct {
 		name string
@@ -77,19 +77,19 @@ func TestConcurrentCounts(t *testing.T) {
 	}{
 		{"off", func(*Settings) {}},
 		{"window strategies", func(s *Settings) {
-			s.VisitThreshold, s.TimeoutCountThreshold, s.ExceptionThreshold = 1<<40, 1<<40, 1<<40
-			s.ExceptionRateThreshold = 100
+			s.VisitThreshold, s.TimeoutCountThreshold, s.ExceptionThreshold = At(1<<40), At(1<<40), At(1<<40)
+			s.ExceptionRateThreshold = At(100)
 		}},
-		{"visit trips", func(s *Settings) { s.VisitThreshold = 2000 }},
+		{"visit trips", func(s *Settings) { s.VisitThreshold = At(2000) }},
 		{"all, one shard", func(s *Settings) {
-			s.Shards, s.VisitThreshold, s.ConcurrentThreshold = 1, 3000, 4
-			s.TokensPerSecond, s.TokenBucketSize = 1000, 5000
-			s.ExceptionRateThreshold = 40
+			s.Shards, s.VisitThreshold, s.ConcurrentThreshold = 1, At(3000), At(4)
+			s.TokensPerSecond, s.TokenBucketSize = At(1000), At(5000)
+			s.ExceptionRateThreshold = At(40)
 		}},
 		{"shadow", func(s *Settings) {
-			s.Shadow, s.PressureTestDowngrade, s.VisitThreshold, s.ConcurrentThreshold = true, true, 1000, 3
+			s.Shadow, s.PressureTestDowngrade, s.VisitThreshold, s.ConcurrentThreshold = true, true, At(1000), At(3)
 		}},
-		{"downgrade rate", func(s *Settings) { s.VisitThreshold, s.DowngradeRate = 500, 50 }},
+		{"downgrade rate", func(s *Settings) { s.VisitThreshold, s.DowngradeRate = At(500), At(50) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := base
@@ -118,7 +118,7 @@ func TestConcurrentCounts(t *testing.T) {
 // concurrent strategy on and off, thresholds up and down) while goroutines
 // use whichever point is current, as the proxy does on a reload.
 func TestConcurrentReconfigure(t *testing.T) {
-	s := DefaultSettings()
+	var s Settings
 	s.TimeoutThreshold = 20 * time.Millisecond
 	first := mustPoint(t, s)
 	var cur atomic.Pointer[Point]
@@ -134,9 +134,9 @@ func TestConcurrentReconfigure(t *testing.T) {
 			default:
 			}
 			n := s
-			n.VisitThreshold = []int64{Off, 100, 5000}[r.IntN(3)]
-			n.ConcurrentThreshold = []int64{Off, 3, 1 << 40}[r.IntN(3)]
-			n.ExceptionThreshold = []int64{Off, 1 << 40}[r.IntN(2)]
+			n.VisitThreshold = []Threshold{{}, At(100), At(5000)}[r.IntN(3)]
+			n.ConcurrentThreshold = []Threshold{{}, At(3), At(1 << 40)}[r.IntN(3)]
+			n.ExceptionThreshold = []Threshold{{}, At(1 << 40)}[r.IntN(2)]
 			n.Shadow = r.IntN(4) == 0
 			np, err := cur.Load().Reconfigure(n)
 			if err != nil {
@@ -180,8 +180,8 @@ func TestConcurrentReconfigure(t *testing.T) {
 // races, every slot is freed, and the point ends closed once the delay is
 // over.
 func TestConcurrentDelay(t *testing.T) {
-	s := DefaultSettings()
-	s.VisitThreshold, s.ExceptionThreshold = 50, 20
+	var s Settings
+	s.VisitThreshold, s.ExceptionThreshold = At(50), At(20)
 	s.DelayTime, s.RetryInterval, s.TimeoutThreshold = 300*time.Millisecond, 10*time.Millisecond, 20*time.Millisecond
 	p := mustPoint(t, s)
 	var wg sync.WaitGroup

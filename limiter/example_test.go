@@ -9,8 +9,8 @@ import (
 
 // A point that lets 2 requests a window through, then degrades.
 func ExampleNewPoint() {
-	s := limiter.DefaultSettings()
-	s.VisitThreshold = 2
+	var s limiter.Settings // every strategy off
+	s.VisitThreshold = limiter.At(2)
 	p, err := limiter.NewPoint("orders.read", s)
 	if err != nil {
 		panic(err)
@@ -38,8 +38,8 @@ func ExampleNewPoint() {
 // The proxy's shape of a request: Enter, a timer that counts a hung call
 // as a timeout while it hangs, and a deferred Exit.
 func ExamplePoint_Enter() {
-	s := limiter.DefaultSettings()
-	s.TimeoutThreshold, s.TimeoutCountThreshold = 250*time.Millisecond, 1
+	var s limiter.Settings
+	s.TimeoutThreshold, s.TimeoutCountThreshold = 250*time.Millisecond, limiter.At(1)
 	p, _ := limiter.NewPoint("orders.read", s)
 	begin := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 

@@ -57,13 +57,22 @@ func newModel(s Settings) *model {
 }
 
 func (m *model) interval() int64 {
-	if m.s.TokensPerSecond <= 0 {
+	if sds(m.s.TokensPerSecond) <= 0 {
 		return 0
 	}
-	return int64(time.Second) / m.s.TokensPerSecond
+	return int64(time.Second) / sds(m.s.TokensPerSecond)
 }
 
-func (m *model) capacity() int64 { return max(m.s.TokenBucketSize, m.s.TokensPerSecond) }
+func (m *model) capacity() int64 { return max(sds(m.s.TokenBucketSize), sds(m.s.TokensPerSecond)) }
+
+// sds returns t in SDS's notation, in which the model states its rules:
+// -1 when off.
+func sds(t Threshold) int64 {
+	if n, on := t.Get(); on {
+		return n
+	}
+	return -1
+}
 
 // reconfigure switches to s, keeping every count (same window shape).
 func (m *model) reconfigure(s Settings) {
@@ -113,7 +122,11 @@ func (m *model) takeToken(now int64) {
 // draw is the DowngradeRate draw: Percent is called only when the rate is
 // strictly between 0 and 100, once per tripped request.
 func (m *model) draw() bool {
-	switch r := m.s.DowngradeRate; {
+	r := int(sds(m.s.DowngradeRate))
+	if r < 0 {
+		r = 100
+	}
+	switch {
 	case r >= 100:
 		return true
 	case r <= 0:
@@ -180,19 +193,21 @@ func (m *model) enter(now int64, pressureTest bool) (Verdict, *modelCall) {
 	visits := c.Visits + 1
 	passed := visits - c.Degraded
 	v := Verdict{Events: ev}
+	visit, conc, count := sds(s.VisitThreshold), sds(s.ConcurrentThreshold), sds(s.TimeoutCountThreshold)
+	exc, rate := sds(s.ExceptionThreshold), sds(s.ExceptionRateThreshold)
 	switch {
-	case s.VisitThreshold >= 0 && passed > s.VisitThreshold:
-		v.Strategy, v.Count, v.Threshold = Visit, passed, s.VisitThreshold
+	case visit >= 0 && passed > visit:
+		v.Strategy, v.Count, v.Threshold = Visit, passed, visit
 	case m.interval() != 0 && !m.tokenAvailable(now):
 		v.Strategy, v.Count, v.Threshold = TokenBucket, 0, m.capacity()
-	case s.ConcurrentThreshold >= 0 && m.inflight+1 > s.ConcurrentThreshold:
-		v.Strategy, v.Count, v.Threshold = Concurrent, m.inflight+1, s.ConcurrentThreshold
-	case s.TimeoutThreshold > 0 && s.TimeoutCountThreshold >= 0 && c.Timeouts >= s.TimeoutCountThreshold:
-		v.Strategy, v.Count, v.Threshold = Timeout, c.Timeouts, s.TimeoutCountThreshold
-	case s.ExceptionThreshold >= 0 && c.Exceptions >= s.ExceptionThreshold:
-		v.Strategy, v.Count, v.Threshold = Exception, c.Exceptions, s.ExceptionThreshold
-	case s.ExceptionRateThreshold >= 0 && visits > s.ExceptionRateStart && c.Exceptions*100 >= s.ExceptionRateThreshold*passed:
-		v.Strategy, v.Count, v.Threshold = ExceptionRate, c.Exceptions*100/passed, s.ExceptionRateThreshold
+	case conc >= 0 && m.inflight+1 > conc:
+		v.Strategy, v.Count, v.Threshold = Concurrent, m.inflight+1, conc
+	case s.TimeoutThreshold > 0 && count >= 0 && c.Timeouts >= count:
+		v.Strategy, v.Count, v.Threshold = Timeout, c.Timeouts, count
+	case exc >= 0 && c.Exceptions >= exc:
+		v.Strategy, v.Count, v.Threshold = Exception, c.Exceptions, exc
+	case rate >= 0 && visits > s.ExceptionRateStart && c.Exceptions*100 >= rate*passed:
+		v.Strategy, v.Count, v.Threshold = ExceptionRate, c.Exceptions*100/passed, rate
 	}
 	if v.Strategy == 0 {
 		if m.tripped {
@@ -288,20 +303,28 @@ type modelCase struct {
 	settings func(r *rand.Rand) Settings
 }
 
-// randomThreshold is Off a quarter of the time, else a small threshold
+// randomThreshold is off a quarter of the time, else a small threshold
 // (0 included) so that every strategy trips and recovers often.
-func randomThreshold(r *rand.Rand, hi int64) int64 {
+func randomThreshold(r *rand.Rand, hi int64) Threshold {
 	if r.IntN(4) == 0 {
-		return Off
+		return Threshold{}
 	}
 	if r.IntN(20) == 0 {
-		return 0
+		return At(0)
 	}
-	return 1 + r.Int64N(hi)
+	return At(1 + r.Int64N(hi))
+}
+
+// bucketSize is a token bucket's size, where 0 stands for not given.
+func bucketSize(n int64) Threshold {
+	if n == 0 {
+		return Threshold{}
+	}
+	return At(n)
 }
 
 func randomSettings(r *rand.Rand) Settings {
-	s := DefaultSettings()
+	var s Settings
 	s.Window, s.Buckets = time.Second, 10
 	if r.IntN(3) == 0 {
 		s.Window, s.Buckets = DefaultWindow, DefaultBuckets
@@ -317,9 +340,9 @@ func randomSettings(r *rand.Rand) Settings {
 	s.ExceptionRateThreshold = randomThreshold(r, 100)
 	s.ExceptionRateStart = r.Int64N(10)
 	if r.IntN(3) == 0 {
-		s.TokensPerSecond, s.TokenBucketSize = 1+r.Int64N(50), r.Int64N(20)
+		s.TokensPerSecond, s.TokenBucketSize = At(1+r.Int64N(50)), bucketSize(r.Int64N(20))
 	}
-	s.DowngradeRate = []int{0, 30, 50, 100, 100}[r.IntN(5)]
+	s.DowngradeRate = []Threshold{At(0), At(30), At(50), At(100), {}}[r.IntN(5)]
 	if r.IntN(2) == 0 {
 		s.DelayTime = time.Duration(1+r.IntN(3000)) * time.Millisecond
 		if r.IntN(3) != 0 {
@@ -343,13 +366,13 @@ func keepShape(r *rand.Rand, s Settings) Settings {
 // allOn turns every strategy on with a delay and probes.
 func allOn(r *rand.Rand) Settings {
 	s := randomSettings(r)
-	s.VisitThreshold = 10 + r.Int64N(30)
-	s.TimeoutThreshold, s.TimeoutCountThreshold = time.Duration(50+r.IntN(200))*time.Millisecond, 2+r.Int64N(6)
-	s.ConcurrentThreshold = 2 + r.Int64N(6)
-	s.ExceptionThreshold = 3 + r.Int64N(10)
-	s.ExceptionRateThreshold, s.ExceptionRateStart = 10+r.Int64N(80), r.Int64N(10)
-	s.TokensPerSecond, s.TokenBucketSize = 5+r.Int64N(50), r.Int64N(30)
-	s.DowngradeRate = 50
+	s.VisitThreshold = At(10 + r.Int64N(30))
+	s.TimeoutThreshold, s.TimeoutCountThreshold = time.Duration(50+r.IntN(200))*time.Millisecond, At(2+r.Int64N(6))
+	s.ConcurrentThreshold = At(2 + r.Int64N(6))
+	s.ExceptionThreshold = At(3 + r.Int64N(10))
+	s.ExceptionRateThreshold, s.ExceptionRateStart = At(10+r.Int64N(80)), r.Int64N(10)
+	s.TokensPerSecond, s.TokenBucketSize = At(5+r.Int64N(50)), bucketSize(r.Int64N(30))
+	s.DowngradeRate = At(50)
 	s.DelayTime, s.RetryInterval = time.Duration(200+r.IntN(2000))*time.Millisecond, time.Duration(50+r.IntN(400))*time.Millisecond
 	return s
 }
@@ -374,8 +397,8 @@ func TestModel(t *testing.T) {
 		{"all on", 6000, allOn},
 		{"shadow", 3000, func(r *rand.Rand) Settings { s := allOn(r); s.Shadow = true; return s }},
 		{"visit only", 3000, func(r *rand.Rand) Settings {
-			s := DefaultSettings()
-			s.Shards, s.VisitThreshold = 1+r.IntN(4), 1+r.Int64N(300) // around and above the bound's slack
+			var s Settings
+			s.Shards, s.VisitThreshold = 1+r.IntN(4), At(1+r.Int64N(300)) // around and above the bound's slack
 			s.Window, s.Buckets = time.Second, 10
 			return s
 		}},

@@ -17,6 +17,7 @@ type Point struct {
 
 	tokenInterval int64 // nanoseconds per token; 0: token bucket off
 	tokenCapacity int64 // max(TokenBucketSize, TokensPerSecond)
+	downgradeRate int   // DowngradePercent
 
 	st *pointState
 }
@@ -98,8 +99,8 @@ type Trip struct {
 }
 
 // NewPoint returns a point with the given settings (see Settings for the
-// defaults of zero fields). It fails only on settings the limiter cannot
-// run with, such as a window that does not split into its buckets.
+// defaults of zero fields). It fails only on settings beyond the limits
+// that Settings.Check reports.
 func NewPoint(name string, s Settings) (*Point, error) {
 	p, err := newPoint(name, s)
 	if err != nil {
@@ -111,13 +112,14 @@ func NewPoint(name string, s Settings) (*Point, error) {
 
 func newPoint(name string, s Settings) (*Point, error) {
 	s = s.withDefaults()
-	if err := s.check(); err != nil {
+	if err := s.Check(); err != nil {
 		return nil, err
 	}
-	p := &Point{name: name, s: s}
-	if s.TokensPerSecond > 0 {
-		p.tokenInterval = int64(time.Second) / s.TokensPerSecond
-		p.tokenCapacity = max(s.TokenBucketSize, s.TokensPerSecond)
+	p := &Point{name: name, s: s, downgradeRate: s.DowngradePercent()}
+	if rate, on := s.TokensPerSecond.Get(); on {
+		size, _ := s.TokenBucketSize.Get()
+		p.tokenInterval = MaxTokensPerSecond / rate
+		p.tokenCapacity = max(size, rate)
 	}
 	return p, nil
 }
@@ -232,10 +234,10 @@ func (j *judgement) load(w *window, cur int64) {
 func (p *Point) judge(now time.Time, cur int64) (j judgement) {
 	s := &p.s
 	w := p.st.win
-	if s.VisitThreshold >= 0 && !w.passBound(s.VisitThreshold) {
+	if visit := s.VisitThreshold; visit.on && !w.passBound(visit.n) {
 		j.load(w, cur)
-		if passed := j.counts.Visits + 1 - j.counts.Degraded; passed > s.VisitThreshold {
-			j.v.Strategy, j.v.Count, j.v.Threshold = Visit, passed, s.VisitThreshold
+		if passed := j.counts.Visits + 1 - j.counts.Degraded; passed > visit.n {
+			j.v.Strategy, j.v.Count, j.v.Threshold = Visit, passed, visit.n
 			return j
 		}
 	}
@@ -246,26 +248,27 @@ func (p *Point) judge(now time.Time, cur int64) (j judgement) {
 		}
 		j.took = true
 	}
-	if s.ConcurrentThreshold >= 0 {
+	if conc := s.ConcurrentThreshold; conc.on {
 		n := p.st.inflight.Add(1) + w.inflight() // this request included
-		if n > s.ConcurrentThreshold {
+		if n > conc.n {
 			p.st.inflight.Add(-1)
-			j.v.Strategy, j.v.Count, j.v.Threshold = Concurrent, n, s.ConcurrentThreshold
+			j.v.Strategy, j.v.Count, j.v.Threshold = Concurrent, n, conc.n
 			return j
 		}
 		j.held = true
 	}
-	timeouts := s.TimeoutThreshold > 0 && s.TimeoutCountThreshold >= 0
-	if !timeouts && s.ExceptionThreshold < 0 && s.ExceptionRateThreshold < 0 {
+	count, exception, rate := s.TimeoutCountThreshold, s.ExceptionThreshold, s.ExceptionRateThreshold
+	timeouts := s.TimeoutThreshold > 0 && count.on
+	if !timeouts && !exception.on && !rate.on {
 		return j
 	}
 	exc, to := w.failures(cur)
 	switch {
-	case timeouts && to >= s.TimeoutCountThreshold:
-		j.v.Strategy, j.v.Count, j.v.Threshold = Timeout, to, s.TimeoutCountThreshold
-	case s.ExceptionThreshold >= 0 && exc >= s.ExceptionThreshold:
-		j.v.Strategy, j.v.Count, j.v.Threshold = Exception, exc, s.ExceptionThreshold
-	case s.ExceptionRateThreshold >= 0 && (exc > 0 || s.ExceptionRateThreshold == 0):
+	case timeouts && to >= count.n:
+		j.v.Strategy, j.v.Count, j.v.Threshold = Timeout, to, count.n
+	case exception.on && exc >= exception.n:
+		j.v.Strategy, j.v.Count, j.v.Threshold = Exception, exc, exception.n
+	case rate.on && (exc > 0 || rate.n == 0):
 		// With no exceptions and a threshold above 0 the rate passes
 		// whatever the visits (visits-degraded is at least 1: this request).
 		if !j.exact {
@@ -273,8 +276,8 @@ func (p *Point) judge(now time.Time, cur int64) (j judgement) {
 		}
 		visits := j.counts.Visits + 1
 		passed := visits - j.counts.Degraded
-		if visits > s.ExceptionRateStart && exc*100 >= s.ExceptionRateThreshold*passed {
-			j.v.Strategy, j.v.Count, j.v.Threshold = ExceptionRate, exc*100/passed, s.ExceptionRateThreshold
+		if visits > s.ExceptionRateStart && exc*100 >= rate.n*passed {
+			j.v.Strategy, j.v.Count, j.v.Threshold = ExceptionRate, exc*100/passed, rate.n
 		}
 	}
 	if j.v.Strategy != 0 && j.held {
@@ -317,7 +320,7 @@ func (p *Point) finish(c *Call, now time.Time, cur int64, j judgement, degrade b
 func (p *Point) start(c *Call, sh *shard, now time.Time, held, probe bool) {
 	slot := &p.st.inflight
 	if !held {
-		if p.s.ConcurrentThreshold < 0 {
+		if !p.s.ConcurrentThreshold.on {
 			slot = sh.slot
 		}
 		slot.Add(1)
@@ -408,7 +411,7 @@ func (p *Point) tokens(now time.Time) int64 {
 
 // draw reports whether a tripped request is degraded (DowngradeRate).
 func (p *Point) draw() bool {
-	r := p.s.DowngradeRate
+	r := p.downgradeRate
 	switch {
 	case r >= 100:
 		return true

@@ -13,9 +13,10 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 
 const ms = time.Millisecond
 
-// settings returns DefaultSettings with a 1s window, changed by f.
+// settings returns Settings with every strategy off and a 1s window,
+// changed by f.
 func settings(f func(*Settings)) Settings {
-	s := DefaultSettings()
+	var s Settings
 	s.Window, s.Buckets = time.Second, 10
 	f(&s)
 	return s
@@ -66,7 +67,7 @@ func TestVisit(t *testing.T) {
 		{"300 eight shards", 300, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := mustPoint(t, settings(func(s *Settings) { s.VisitThreshold, s.Shards = tc.threshold, tc.shards }))
+			p := mustPoint(t, settings(func(s *Settings) { s.VisitThreshold, s.Shards = At(tc.threshold), tc.shards }))
 			pass(t, p, int(tc.threshold), at(0), OK) // threshold-1 passes, and the threshold-th
 			v, c := enter(p, at(0))
 			want(t, "threshold+1", v, false, Visit, tc.threshold+1, tc.threshold)
@@ -88,14 +89,14 @@ func TestVisit(t *testing.T) {
 		})
 	}
 	t.Run("0 degrades everything", func(t *testing.T) {
-		p := mustPoint(t, settings(func(s *Settings) { s.VisitThreshold = 0 }))
+		p := mustPoint(t, settings(func(s *Settings) { s.VisitThreshold = At(0) }))
 		for i := range 3 {
 			v, _ := enter(p, at(time.Duration(i)*time.Hour))
 			want(t, "visit 0", v, false, Visit, 1, 0)
 		}
 	})
-	t.Run("negative is off", func(t *testing.T) {
-		p := mustPoint(t, settings(func(s *Settings) { s.VisitThreshold = -5 }))
+	t.Run("the zero Threshold is off", func(t *testing.T) {
+		p := mustPoint(t, settings(func(s *Settings) { s.VisitThreshold = Threshold{} }))
 		pass(t, p, 1000, at(0), OK)
 	})
 }
@@ -103,17 +104,18 @@ func TestVisit(t *testing.T) {
 func TestTokenBucket(t *testing.T) {
 	for _, tc := range []struct {
 		name             string
-		perSecond, size  int64
+		perSecond        int64
+		size             Threshold
 		capacity         int64
 		interval         time.Duration
 		wantPerSecondCap bool
 	}{
-		{"size above rate", 10, 20, 20, 100 * ms, false},
-		{"rate above size", 20, 5, 20, 50 * ms, true},
-		{"no size", 10, 0, 10, 100 * ms, true},
+		{"size above rate", 10, At(20), 20, 100 * ms, false},
+		{"rate above size", 20, At(5), 20, 50 * ms, true},
+		{"no size", 10, Threshold{}, 10, 100 * ms, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := mustPoint(t, settings(func(s *Settings) { s.TokensPerSecond, s.TokenBucketSize = tc.perSecond, tc.size }))
+			p := mustPoint(t, settings(func(s *Settings) { s.TokensPerSecond, s.TokenBucketSize = At(tc.perSecond), tc.size }))
 			if got := p.Snapshot(at(0)).Tokens; got != tc.capacity {
 				t.Errorf("tokens at start = %d, want %d (full)", got, tc.capacity)
 			}
@@ -134,14 +136,14 @@ func TestTokenBucket(t *testing.T) {
 			name string
 			f    func(*Settings)
 		}{
-			{"degraded by visit", func(s *Settings) { s.VisitThreshold = 0 }},
-			{"degraded by a later strategy", func(s *Settings) { s.ExceptionThreshold = 0 }},
+			{"degraded by visit", func(s *Settings) { s.VisitThreshold = At(0) }},
+			{"degraded by a later strategy", func(s *Settings) { s.ExceptionThreshold = At(0) }},
 			{"degraded by pressure test", func(s *Settings) { s.PressureTestDowngrade = true }},
-			{"shadow would-be degraded", func(s *Settings) { s.ExceptionThreshold, s.Shadow = 0, true }},
+			{"shadow would-be degraded", func(s *Settings) { s.ExceptionThreshold, s.Shadow = At(0), true }},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				p := mustPoint(t, settings(func(s *Settings) {
-					s.TokensPerSecond, s.TokenBucketSize = 1, 3
+					s.TokensPerSecond, s.TokenBucketSize = At(1), At(3)
 					tc.f(s)
 				}))
 				for range 10 {
@@ -155,8 +157,8 @@ func TestTokenBucket(t *testing.T) {
 	})
 	t.Run("a request the draw forwards takes a token", func(t *testing.T) {
 		p := mustPoint(t, settings(func(s *Settings) {
-			s.TokensPerSecond, s.TokenBucketSize = 1, 3
-			s.VisitThreshold, s.DowngradeRate = 0, 0
+			s.TokensPerSecond, s.TokenBucketSize = At(1), At(3)
+			s.VisitThreshold, s.DowngradeRate = At(0), At(0)
 		}))
 		v, _ := enter(p, at(0))
 		want(t, "forwarded trip", v, true, Visit, 1, 0)
@@ -167,7 +169,7 @@ func TestTokenBucket(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	p := mustPoint(t, settings(func(s *Settings) { s.ConcurrentThreshold = 2 }))
+	p := mustPoint(t, settings(func(s *Settings) { s.ConcurrentThreshold = At(2) }))
 	_, c1 := enter(p, at(0))
 	v, c2 := enter(p, at(0))
 	want(t, "second", v, true, 0, 0, 0)
@@ -182,18 +184,18 @@ func TestConcurrent(t *testing.T) {
 	want(t, "after an exit", v, true, 0, 0, 0)
 	c2.Exit(at(ms), OK)
 
-	p0 := mustPoint(t, settings(func(s *Settings) { s.ConcurrentThreshold = 0 }))
+	p0 := mustPoint(t, settings(func(s *Settings) { s.ConcurrentThreshold = At(0) }))
 	v, _ = enter(p0, at(0))
 	want(t, "threshold 0", v, false, Concurrent, 1, 0)
 }
 
 func TestTimeout(t *testing.T) {
 	const tt = 100 * ms
-	newP := func(count int64) *Point {
+	newP := func(count Threshold) *Point {
 		return mustPoint(t, settings(func(s *Settings) { s.TimeoutThreshold, s.TimeoutCountThreshold = tt, count }))
 	}
 	t.Run("a call of exactly the threshold is a timeout", func(t *testing.T) {
-		p := newP(Off)
+		p := newP(Threshold{})
 		_, c := enter(p, at(0))
 		c.Exit(at(tt-1), OK)
 		if got := counts(p, at(tt)).Timeouts; got != 0 {
@@ -209,7 +211,7 @@ func TestTimeout(t *testing.T) {
 		}
 	})
 	t.Run("Timeout counts once while in flight", func(t *testing.T) {
-		p := newP(Off)
+		p := newP(Threshold{})
 		_, c := enter(p, at(0))
 		if c.Timeout(at(tt - 1)) {
 			t.Errorf("Timeout before the threshold = true, want false")
@@ -243,13 +245,13 @@ func TestTimeout(t *testing.T) {
 			{"all but nothing", 2 * tt, false},
 			{"a negative exclusion is ignored", -tt, true},
 		} {
-			p := newP(Off)
+			p := newP(Threshold{})
 			_, c := enter(p, at(0))
 			c.Exclude(tc.excluded)
 			if got := c.Timeout(at(2 * tt)); got != tc.timeout {
 				t.Errorf("%s: Timeout = %v, want %v (Duration %v)", tc.name, got, tc.timeout, c.Duration(at(2*tt)))
 			}
-			p = newP(Off)
+			p = newP(Threshold{})
 			_, c = enter(p, at(0))
 			c.Exclude(tc.excluded)
 			c.Exit(at(2*tt), OK)
@@ -264,7 +266,7 @@ func TestTimeout(t *testing.T) {
 		}
 	})
 	t.Run("timeouts >= count threshold trip", func(t *testing.T) {
-		p := newP(2)
+		p := newP(At(2))
 		_, c := enter(p, at(0))
 		c.Timeout(at(tt))
 		pass(t, p, 1, at(tt), OK) // 1 timeout: passes
@@ -275,11 +277,11 @@ func TestTimeout(t *testing.T) {
 		c.Exit(at(2*tt), OK)
 	})
 	t.Run("count threshold 0 trips at once", func(t *testing.T) {
-		v, _ := enter(newP(0), at(0))
+		v, _ := enter(newP(At(0)), at(0))
 		want(t, "0", v, false, Timeout, 0, 0)
 	})
 	t.Run("no timeout threshold: nothing counts, nothing trips", func(t *testing.T) {
-		p := mustPoint(t, settings(func(s *Settings) { s.TimeoutCountThreshold = 0 }))
+		p := mustPoint(t, settings(func(s *Settings) { s.TimeoutCountThreshold = At(0) }))
 		_, c := enter(p, at(0))
 		if c.Timeout(at(time.Hour)) {
 			t.Errorf("Timeout with no threshold = true")
@@ -293,7 +295,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestException(t *testing.T) {
-	p := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold = 3 }))
+	p := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold = At(3) }))
 	pass(t, p, 2, at(0), Failed)
 	pass(t, p, 5, at(0), Canceled) // not exceptions
 	pass(t, p, 1, at(0), Failed)   // the 3rd exception, on a passing request
@@ -301,13 +303,13 @@ func TestException(t *testing.T) {
 	want(t, "3 exceptions", v, false, Exception, 3, 3)
 	pass(t, p, 1, at(time.Second), OK) // they left the window
 
-	v, _ = enter(mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold = 0 })), at(0))
+	v, _ = enter(mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold = At(0) })), at(0))
 	want(t, "threshold 0", v, false, Exception, 0, 0)
 }
 
 func TestExceptionRate(t *testing.T) {
 	t.Run("rate and minus degraded", func(t *testing.T) {
-		p := mustPoint(t, settings(func(s *Settings) { s.ExceptionRateThreshold = 50 }))
+		p := mustPoint(t, settings(func(s *Settings) { s.ExceptionRateThreshold = At(50) }))
 		pass(t, p, 1, at(0), OK)
 		pass(t, p, 1, at(0), Failed)
 		pass(t, p, 1, at(0), Failed) // 1 exception in 3 visits: 33% < 50
@@ -319,19 +321,19 @@ func TestExceptionRate(t *testing.T) {
 		want(t, "2 of 5-1", v, false, ExceptionRate, 50, 50)
 	})
 	t.Run("not judged until visits exceed the start", func(t *testing.T) {
-		p := mustPoint(t, settings(func(s *Settings) { s.ExceptionRateThreshold, s.ExceptionRateStart = 50, 4 }))
+		p := mustPoint(t, settings(func(s *Settings) { s.ExceptionRateThreshold, s.ExceptionRateStart = At(50), 4 }))
 		pass(t, p, 4, at(0), Failed) // visits 1..4 <= 4: not judged
 		v, _ := enter(p, at(0))      // visits 5 > 4: 4*100/5 = 80%
 		want(t, "5th", v, false, ExceptionRate, 80, 50)
 	})
 	t.Run("threshold 0 trips past the start without exceptions", func(t *testing.T) {
-		p := mustPoint(t, settings(func(s *Settings) { s.ExceptionRateThreshold, s.ExceptionRateStart = 0, 2 }))
+		p := mustPoint(t, settings(func(s *Settings) { s.ExceptionRateThreshold, s.ExceptionRateStart = At(0), 2 }))
 		pass(t, p, 2, at(0), OK)
 		v, _ := enter(p, at(0))
 		want(t, "3rd", v, false, ExceptionRate, 0, 0)
 	})
 	t.Run("threshold 100 trips only when every passed call failed", func(t *testing.T) {
-		p := mustPoint(t, settings(func(s *Settings) { s.ExceptionRateThreshold = 100 }))
+		p := mustPoint(t, settings(func(s *Settings) { s.ExceptionRateThreshold = At(100) }))
 		pass(t, p, 1, at(0), Failed)
 		pass(t, p, 1, at(0), OK) // 1 of 2: passes
 		pass(t, p, 1, at(0), Failed)
@@ -341,7 +343,7 @@ func TestExceptionRate(t *testing.T) {
 }
 
 func TestWindowExpiry(t *testing.T) {
-	p := mustPoint(t, DefaultSettings()) // 10s in 10 buckets of 1s
+	p := mustPoint(t, Settings{}) // 10s in 10 buckets of 1s
 	pass(t, p, 1, at(0), Failed)
 	if got, w := counts(p, at(950*ms-1)), (Counts{Visits: 1, Exceptions: 1}); got != w {
 		t.Errorf("counts at 950ms-1 = %+v, want %+v", got, w)
@@ -383,11 +385,14 @@ func TestWindowExpiry(t *testing.T) {
 }
 
 func TestDowngradeRate(t *testing.T) {
-	for _, rate := range []int{0, 50, 100} {
+	for _, rate := range []int{0, 50, 100, -1} { // -1: off, which degrades as 100 does
 		seq := rand.New(rand.NewPCG(7, 7))
 		draws := 0
 		s := settings(func(s *Settings) {
-			s.VisitThreshold, s.DowngradeRate = 0, rate
+			s.VisitThreshold, s.DowngradeRate = At(0), At(int64(rate))
+			if rate < 0 {
+				s.DowngradeRate = Threshold{}
+			}
 			s.Percent = func() int { draws++; return seq.IntN(100) }
 		})
 		p := mustPoint(t, s)
@@ -395,7 +400,7 @@ func TestDowngradeRate(t *testing.T) {
 		degraded := 0
 		for i := range 1000 {
 			v, c := enter(p, at(0))
-			wantDegraded := rate == 100 || (rate == 50 && ref.IntN(100) < 50)
+			wantDegraded := rate == 100 || rate < 0 || (rate == 50 && ref.IntN(100) < 50)
 			if v.Allowed == wantDegraded || v.Strategy != Visit {
 				t.Fatalf("rate %d, request %d: got %+v, want degraded=%v by visit", rate, i, v, wantDegraded)
 			}
@@ -404,7 +409,7 @@ func TestDowngradeRate(t *testing.T) {
 			}
 			c.Exit(at(0), OK)
 		}
-		if wantDraws := map[int]int{0: 0, 50: 1000, 100: 0}[rate]; draws != wantDraws {
+		if wantDraws := map[int]int{0: 0, 50: 1000, 100: 0, -1: 0}[rate]; draws != wantDraws {
 			t.Errorf("rate %d: Percent called %d times, want %d", rate, draws, wantDraws)
 		}
 		t.Logf("rate %d: %d of 1000 degraded", rate, degraded)
@@ -416,7 +421,7 @@ func TestDowngradeRate(t *testing.T) {
 
 func TestShadow(t *testing.T) {
 	p := mustPoint(t, settings(func(s *Settings) {
-		s.VisitThreshold, s.Shadow = 2, true
+		s.VisitThreshold, s.Shadow = At(2), true
 		s.DelayTime, s.RetryInterval = 5*time.Second, time.Second
 	}))
 	pass(t, p, 2, at(0), OK)
@@ -447,7 +452,7 @@ func TestShadow(t *testing.T) {
 
 func TestPressureTest(t *testing.T) {
 	noDraw := func() int { t.Fatal("Percent called for pressure-test traffic"); return 0 }
-	p := mustPoint(t, settings(func(s *Settings) { s.PressureTestDowngrade, s.DowngradeRate, s.Percent = true, 50, noDraw }))
+	p := mustPoint(t, settings(func(s *Settings) { s.PressureTestDowngrade, s.DowngradeRate, s.Percent = true, At(50), noDraw }))
 	v := p.Enter(new(Call), at(0), true)
 	want(t, "pressure test", v, false, PressureTest, 0, 0)
 	if v.Events != 0 || p.Tripped(at(0)) {
@@ -458,7 +463,7 @@ func TestPressureTest(t *testing.T) {
 		t.Errorf("counts = %+v, want %+v", got, w)
 	}
 	// Without PressureTestDowngrade it is ordinary traffic.
-	p = mustPoint(t, settings(func(s *Settings) { s.VisitThreshold = 1 }))
+	p = mustPoint(t, settings(func(s *Settings) { s.VisitThreshold = At(1) }))
 	if v := p.Enter(new(Call), at(0), true); !v.Allowed {
 		t.Errorf("pressure test without PressureTestDowngrade: got %+v, want allowed", v)
 	}
@@ -474,7 +479,7 @@ func TestDelayAndProbes(t *testing.T) {
 	const retry, delay = time.Second, 10 * time.Second
 	newP := func(f func(*Settings)) *Point {
 		return mustPoint(t, settings(func(s *Settings) {
-			s.VisitThreshold, s.DelayTime, s.RetryInterval, s.TimeoutThreshold = 1, delay, retry, 300*ms
+			s.VisitThreshold, s.DelayTime, s.RetryInterval, s.TimeoutThreshold = At(1), delay, retry, 300*ms
 			if f != nil {
 				f(s)
 			}
@@ -562,7 +567,7 @@ func TestDelayAndProbes(t *testing.T) {
 		}
 	})
 	t.Run("calls begun before a clear do not count after it", func(t *testing.T) {
-		p := newP(func(s *Settings) { s.VisitThreshold = 2 })
+		p := newP(func(s *Settings) { s.VisitThreshold = At(2) })
 		_, old := enter(p, at(0))
 		pass(t, p, 1, at(0), OK)
 		enter(p, at(0)) // trips
@@ -580,7 +585,7 @@ func TestDelayAndProbes(t *testing.T) {
 		}
 	})
 	t.Run("the draw applies in the delay", func(t *testing.T) {
-		p := newP(func(s *Settings) { s.DowngradeRate, s.RetryInterval = 0, 0 })
+		p := newP(func(s *Settings) { s.DowngradeRate, s.RetryInterval = At(0), 0 })
 		pass(t, p, 1, at(0), OK)
 		v, _ := enter(p, at(0))
 		if !v.Allowed || !v.Events.Has(EventDelayStarted) {
@@ -593,7 +598,7 @@ func TestDelayAndProbes(t *testing.T) {
 }
 
 func TestEventsOnce(t *testing.T) {
-	p := mustPoint(t, settings(func(s *Settings) { s.VisitThreshold = 1 }))
+	p := mustPoint(t, settings(func(s *Settings) { s.VisitThreshold = At(1) }))
 	if v, _ := enter(p, at(0)); v.Events != 0 {
 		t.Errorf("pass: events %v", v.Events)
 	}
@@ -619,7 +624,7 @@ func TestEventsOnce(t *testing.T) {
 }
 
 func TestCallExit(t *testing.T) {
-	p := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold = 10 }))
+	p := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold = At(10) }))
 	var zero Call
 	if zero.Exit(at(0), Failed) != 0 || zero.Timeout(at(0)) {
 		t.Errorf("zero Call did something")
@@ -635,7 +640,7 @@ func TestCallExit(t *testing.T) {
 // TestFailAfterExit: a stream's late failure (gRPC trailers) counts once,
 // only after an Exit without an exception, and not across a window clear.
 func TestFailAfterExit(t *testing.T) {
-	p := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold = 2 }))
+	p := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold = At(2) }))
 	var zero Call
 	if zero.FailAfterExit(at(0)) {
 		t.Errorf("zero Call: FailAfterExit counted")
@@ -660,7 +665,7 @@ func TestFailAfterExit(t *testing.T) {
 	want(t, "after the late failure", v, false, Exception, 2, 2)
 
 	// A delay ending clears the window: a call from before it no longer counts.
-	d := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold, s.DelayTime = 1, 100*ms }))
+	d := mustPoint(t, settings(func(s *Settings) { s.ExceptionThreshold, s.DelayTime = At(1), 100*ms }))
 	_, old := enter(d, at(0))
 	old.Exit(at(0), OK)
 	_, trip := enter(d, at(0))
@@ -674,7 +679,7 @@ func TestFailAfterExit(t *testing.T) {
 
 func TestReconfigure(t *testing.T) {
 	base := settings(func(s *Settings) {
-		s.VisitThreshold, s.DelayTime, s.TimeoutThreshold = 2, 10*time.Second, 100*ms
+		s.VisitThreshold, s.DelayTime, s.TimeoutThreshold = At(2), 10*time.Second, 100*ms
 	})
 	t.Run("same shape keeps counts, calls and delay", func(t *testing.T) {
 		p := mustPoint(t, base)
@@ -682,13 +687,13 @@ func TestReconfigure(t *testing.T) {
 		_, c := enter(p, at(0)) // trips, starts the delay
 		_ = c
 		s := base
-		s.VisitThreshold, s.ConcurrentThreshold = 100, 5
+		s.VisitThreshold, s.ConcurrentThreshold = At(100), At(5)
 		np, err := p.Reconfigure(s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sn := np.Snapshot(at(ms))
-		if sn.Counts != (Counts{Visits: 3, Degraded: 1, Exceptions: 2}) || sn.State != Delay || np.Name() != "p" || np.Settings().VisitThreshold != 100 {
+		if sn.Counts != (Counts{Visits: 3, Degraded: 1, Exceptions: 2}) || sn.State != Delay || np.Name() != "p" || np.Settings().VisitThreshold != At(100) {
 			t.Errorf("after Reconfigure: %+v", sn)
 		}
 	})
@@ -696,7 +701,7 @@ func TestReconfigure(t *testing.T) {
 		p := mustPoint(t, base) // concurrent strategy off: slots in shards
 		_, c := enter(p, at(0))
 		s := base
-		s.ConcurrentThreshold, s.TimeoutThreshold = 1, time.Hour
+		s.ConcurrentThreshold, s.TimeoutThreshold = At(1), time.Hour
 		np, _ := p.Reconfigure(s)
 		if v, _ := enter(np, at(0)); v.Allowed || v.Strategy != Concurrent || v.Count != 2 {
 			t.Errorf("concurrent strategy after Reconfigure: got %+v, want it to count the older call", v)
@@ -743,9 +748,17 @@ func TestNewPointErrors(t *testing.T) {
 	for _, f := range []func(*Settings){
 		func(s *Settings) { s.Buckets = 3 },
 		func(s *Settings) { s.Shards = 257 },
-		func(s *Settings) { s.DowngradeRate = 101 },
+		func(s *Settings) { s.DowngradeRate = At(101) },
+		func(s *Settings) { s.DowngradeRate = At(-1) },
 		func(s *Settings) { s.DelayTime = -1 },
-		func(s *Settings) { s.TokensPerSecond = 2e9 },
+		func(s *Settings) { s.RetryInterval = -1 },
+		func(s *Settings) { s.VisitThreshold = At(-5) },
+		func(s *Settings) { s.ExceptionRateThreshold = At(101) },
+		func(s *Settings) { s.TokensPerSecond = At(MaxTokensPerSecond + 1) },
+		func(s *Settings) { s.TokensPerSecond = At(0) },
+		func(s *Settings) { s.TokensPerSecond, s.TokenBucketSize = At(1), At(0) },
+		// A bucket whose fill time overflows its clock.
+		func(s *Settings) { s.TokensPerSecond, s.TokenBucketSize = At(1), At(1<<62) },
 	} {
 		if _, err := NewPoint("p", settings(f)); err == nil {
 			t.Errorf("NewPoint(%+v): no error", settings(f))

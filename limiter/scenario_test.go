@@ -48,21 +48,21 @@ func TestSDSReferenceScenarios(t *testing.T) {
 		want     int
 	}{
 		{"timeout 940ms x5, ten sequential calls of 950ms", func(s *Settings) {
-			s.TimeoutThreshold, s.TimeoutCountThreshold = 940*time.Millisecond, 5
+			s.TimeoutThreshold, s.TimeoutCountThreshold = 940*time.Millisecond, At(5)
 		}, 10, 950 * time.Millisecond, OK, 5},
-		{"visit 5, ten calls", func(s *Settings) { s.VisitThreshold = 5 }, 10, time.Millisecond, OK, 5},
+		{"visit 5, ten calls", func(s *Settings) { s.VisitThreshold = At(5) }, 10, time.Millisecond, OK, 5},
 		{"exception rate 50 from 5, ten failing calls", func(s *Settings) {
-			s.ExceptionRateThreshold, s.ExceptionRateStart = 50, 5
+			s.ExceptionRateThreshold, s.ExceptionRateStart = At(50), 5
 		}, 10, time.Millisecond, Failed, 5},
 		// 100 calls in 100ms: 20 tokens at start and one more refilled by
 		// 66.7ms, so 79 degraded (80 minus the refill).
 		{"token bucket 15/s size 20, 100 calls in 100ms", func(s *Settings) {
-			s.TokensPerSecond, s.TokenBucketSize = 15, 20
+			s.TokensPerSecond, s.TokenBucketSize = At(15), At(20)
 		}, 100, time.Millisecond, OK, 79},
 	}
 	for _, tt := range sequentialTests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := DefaultSettings()
+			var s Settings
 			tt.set(&s)
 			if got := sequential(mustPoint(t, s), tt.calls, tt.callTime, tt.outcome); got != tt.want {
 				t.Errorf("degraded = %d, want %d", got, tt.want)
@@ -70,8 +70,8 @@ func TestSDSReferenceScenarios(t *testing.T) {
 		})
 	}
 	t.Run("concurrent 2, five callers x ten calls of 950ms", func(t *testing.T) {
-		s := DefaultSettings()
-		s.ConcurrentThreshold = 2
+		var s Settings
+		s.ConcurrentThreshold = At(2)
 		p := mustPoint(t, s)
 		degraded := 0
 		now := t0

@@ -3,11 +3,9 @@ package limiter
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
-
-// Off disables a count threshold, as -1 does in SDS.
-const Off int64 = -1
 
 // Default window shape and shard count.
 const (
@@ -25,76 +23,216 @@ const (
 	DefaultShards = 4
 )
 
-// Settings are a point's thresholds. The zero Settings is not useful (its
-// visit threshold of 0 degrades everything): start from DefaultSettings,
-// in which every strategy is off, and set what you need.
+// Limits of the settings the limiter runs with; Check reports a field
+// beyond them.
+const (
+	// MaxTokensPerSecond is the fastest token bucket: one token per
+	// nanosecond.
+	MaxTokensPerSecond = int64(time.Second)
+	// MaxTokenBucketFill is the longest time an empty token bucket may take
+	// to fill (its capacity times the time between two tokens), so that the
+	// bucket's clock, in Unix nanoseconds, cannot overflow.
+	MaxTokenBucketFill = 100 * 365 * 24 * time.Hour
+	// MaxShards is the most counter shards a point may have.
+	MaxShards = 256
+)
+
+// Threshold is an optional non-negative integer setting of a Policy: a
+// count, a percent or a rate. The zero Threshold is off. At makes one that
+// is on. A Threshold is a small value; compare Thresholds with ==.
+type Threshold struct {
+	n  int64
+	on bool
+}
+
+// At returns the threshold n, which is on. Check rejects a negative n: the
+// way to turn a threshold off is the zero Threshold.
+func At(n int64) Threshold { return Threshold{n: n, on: true} }
+
+// Get returns the threshold's value and whether it is on; n is 0 when it
+// is off.
+func (t Threshold) Get() (n int64, on bool) { return t.n, t.on }
+
+// String returns the value in decimal, or "off".
+func (t Threshold) String() string {
+	if !t.on {
+		return "off"
+	}
+	return strconv.FormatInt(t.n, 10)
+}
+
+// Policy is what a point judges: its strategies' thresholds, the downgrade
+// rate, the delay and the mode. Each field states its unit, its zero value
+// and its boundary; Check states its limits. The zero Policy is every
+// strategy off: no request is ever degraded.
+//
+// These are the definitions of sds.yaml's point settings (the config
+// package decodes the file into a Policy and reports Check's errors with
+// their lines); the file spells "off" as an absent or negative threshold.
+type Policy struct {
+	// TimeoutThreshold: a call whose duration reaches it (>=) counts one
+	// timeout. Zero or negative: off, no call is a timeout.
+	TimeoutThreshold time.Duration
+	// TimeoutCountThreshold trips while the window holds at least this
+	// many timeouts (>=, so 5 trips at the 5th). Judged only with
+	// TimeoutThreshold on.
+	TimeoutCountThreshold Threshold
+	// VisitThreshold trips when visits - degraded in the window, this
+	// request included, is above it (>). At(0) degrades every request.
+	VisitThreshold Threshold
+	// ConcurrentThreshold trips when the calls in flight, this one
+	// included, are above it (>).
+	ConcurrentThreshold Threshold
+	// ExceptionThreshold trips while the window holds at least this many
+	// exceptions (>=).
+	ExceptionThreshold Threshold
+	// ExceptionRateThreshold, in percent from 0 to 100, trips while
+	// exceptions*100/(visits-degraded) is at least it (>=), once the
+	// window holds more visits than ExceptionRateStart.
+	ExceptionRateThreshold Threshold
+	// ExceptionRateStart: the rate is not judged while the window holds
+	// this many visits or fewer, this request included (<=). Zero or
+	// negative: the rate is judged from the first visit.
+	ExceptionRateStart int64
+	// TokensPerSecond fills the token bucket, from 1 to
+	// MaxTokensPerSecond tokens per second. Off: no token bucket.
+	TokensPerSecond Threshold
+	// TokenBucketSize is the bucket's capacity, at least 1; the capacity
+	// used is max(TokenBucketSize, TokensPerSecond), and filling it may take
+	// at most MaxTokenBucketFill. Off: the capacity is TokensPerSecond. The
+	// bucket starts full.
+	TokenBucketSize Threshold
+
+	// DowngradeRate is the percentage, from 0 to 100, of tripped requests
+	// degraded; the others are forwarded. Off degrades every tripped
+	// request, as At(100) does; At(0) judges and reports but never degrades.
+	DowngradeRate Threshold
+	// DelayTime keeps degrading this long after a trip. Zero: no delay.
+	// Negative is rejected.
+	DelayTime time.Duration
+	// RetryInterval lets one probe through this often during a delay.
+	// Zero: no probes, the delay runs its full DelayTime. Negative is
+	// rejected.
+	RetryInterval time.Duration
+	// PressureTestDowngrade degrades pressure-test requests at once.
+	PressureTestDowngrade bool
+	// Shadow judges and counts as enforcing would, but never degrades.
+	Shadow bool
+}
+
+// DowngradePercent returns the percent of tripped requests degraded:
+// DowngradeRate's value, or 100 when it is off.
+func (p Policy) DowngradePercent() int {
+	if n, on := p.DowngradeRate.Get(); on {
+		return int(n)
+	}
+	return 100
+}
+
+// Settings are a point's window shape and Policy. The zero Settings is
+// every strategy off with the default window.
 type Settings struct {
 	// Window is the length of the sliding window; 0 means DefaultWindow.
 	Window time.Duration
 	// Buckets splits Window into buckets of Window/Buckets each; 0 means
 	// DefaultBuckets. Window must be a multiple of Buckets nanoseconds.
 	Buckets int
-	// Shards is the number of counter shards, 1 to 256; 0 means
+	// Shards is the number of counter shards, 1 to MaxShards; 0 means
 	// DefaultShards. Each costs 256 bytes plus its ring (Buckets*16 bytes,
 	// rounded up to 128) per point. More shards than cores buy nothing.
 	Shards int
 
-	// TimeoutThreshold: a call running this long or longer (>=) is a
-	// timeout. 0 or negative: no call is a timeout.
-	TimeoutThreshold time.Duration
-	// TimeoutCountThreshold: trips while timeouts in the window >= this.
-	// Negative: off.
-	TimeoutCountThreshold int64
-	// VisitThreshold: trips when visits - degraded in the window, this
-	// request included, > this. 0 degrades every request. Negative: off.
-	VisitThreshold int64
-	// ConcurrentThreshold: trips when calls in flight, this one included,
-	// > this. Negative: off.
-	ConcurrentThreshold int64
-	// ExceptionThreshold: trips while exceptions in the window >= this.
-	// Negative: off.
-	ExceptionThreshold int64
-	// ExceptionRateThreshold, in percent: once visits in the window exceed
-	// ExceptionRateStart, trips while exceptions*100/(visits-degraded) >=
-	// this. Negative: off.
-	ExceptionRateThreshold int64
-	// ExceptionRateStart: the rate is not judged while visits <= this.
-	ExceptionRateStart int64
-	// TokensPerSecond fills the token bucket; 0 or negative: off.
-	TokensPerSecond int64
-	// TokenBucketSize is the bucket's capacity; the capacity used is
-	// max(TokenBucketSize, TokensPerSecond). The bucket starts full.
-	TokenBucketSize int64
-
-	// DowngradeRate is the percentage (0-100) of tripped requests that are
-	// degraded; the others are forwarded. DefaultSettings sets 100.
-	DowngradeRate int
-	// DelayTime keeps degrading this long after a trip; 0: no delay.
-	DelayTime time.Duration
-	// RetryInterval lets one probe through this often during a delay; 0:
-	// no probes, the delay runs its full DelayTime.
-	RetryInterval time.Duration
-	// PressureTestDowngrade degrades pressure-test requests at once.
-	PressureTestDowngrade bool
-	// Shadow judges and counts as enforcing would, but never degrades.
-	Shadow bool
+	Policy
 
 	// Percent returns a uniform integer in [0, 100) for the DowngradeRate
 	// draw. nil means math/rand/v2. It must be safe for concurrent use.
 	Percent func() int
 }
 
-// DefaultSettings returns Settings with every strategy off, the default
-// window, and a DowngradeRate of 100.
-func DefaultSettings() Settings {
-	return Settings{
-		TimeoutCountThreshold:  Off,
-		VisitThreshold:         Off,
-		ConcurrentThreshold:    Off,
-		ExceptionThreshold:     Off,
-		ExceptionRateThreshold: Off,
-		DowngradeRate:          100,
+// FieldError is a field of Settings beyond the limits the limiter runs
+// with.
+type FieldError struct {
+	// Field is the field's name in Settings or Policy, such as
+	// "TokensPerSecond".
+	Field string
+	// Problem says what is wrong with the value, for a person, starting
+	// with the value: "2000000000 is more than ...".
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// Check reports every field of p beyond its limits, each as a *FieldError
+// (joined by errors.Join), or nil.
+func (p Policy) Check() error { return errors.Join(p.check(nil)...) }
+
+// check appends p's problems to errs.
+func (p Policy) check(errs []error) []error {
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
 	}
+	for _, t := range []struct {
+		field string
+		v     Threshold
+	}{
+		{"TimeoutCountThreshold", p.TimeoutCountThreshold},
+		{"VisitThreshold", p.VisitThreshold},
+		{"ConcurrentThreshold", p.ConcurrentThreshold},
+		{"ExceptionThreshold", p.ExceptionThreshold},
+	} {
+		if t.v.on && t.v.n < 0 {
+			bad(t.field, "%d is negative; a threshold is 0 or more, or off", t.v.n)
+		}
+	}
+	switch r := p.ExceptionRateThreshold; {
+	case r.on && r.n < 0:
+		bad("ExceptionRateThreshold", "%d is negative; a rate is a percent from 0 to 100", r.n)
+	case r.on && r.n > 100:
+		bad("ExceptionRateThreshold", "%d is more than 100 percent", r.n)
+	}
+	if r := p.DowngradeRate; r.on && (r.n < 0 || r.n > 100) {
+		bad("DowngradeRate", "%d is not a percent from 0 to 100 (100 degrades every tripped request, 0 none)", r.n)
+	}
+	rate, size := p.TokensPerSecond, p.TokenBucketSize
+	switch {
+	case rate.on && rate.n <= 0:
+		bad("TokensPerSecond", "%d never refills the bucket; write a rate such as 100, or turn it off", rate.n)
+		rate.on = false
+	case rate.on && rate.n > MaxTokensPerSecond:
+		bad("TokensPerSecond", "%d is more than %d, one token per nanosecond", rate.n, MaxTokensPerSecond)
+		rate.on = false
+	}
+	switch {
+	case size.on && size.n <= 0:
+		bad("TokenBucketSize", "%d holds no token; write a capacity of at least the rate, or turn it off", size.n)
+	case rate.on && size.on:
+		if interval := MaxTokensPerSecond / rate.n; size.n > int64(MaxTokenBucketFill)/interval {
+			bad("TokenBucketSize", "%d tokens at %d per second take more than %d years to fill", size.n, rate.n, MaxTokenBucketFill/(365*24*time.Hour))
+		}
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"DelayTime", p.DelayTime}, {"RetryInterval", p.RetryInterval}} {
+		if d.v < 0 {
+			bad(d.field, "%v is negative; write a duration such as 2s, or 0 to turn it off", d.v)
+		}
+	}
+	return errs
+}
+
+// Check reports every field of s beyond its limits (see Policy.Check), with
+// the window's shape, or nil. Zero window fields are their defaults.
+func (s Settings) Check() error {
+	s = s.withDefaults()
+	var errs []error
+	if s.Window <= 0 || s.Buckets <= 0 || s.Window%time.Duration(s.Buckets) != 0 {
+		errs = append(errs, &FieldError{Field: "Window", Problem: fmt.Sprintf("%v does not split evenly into %d buckets", s.Window, s.Buckets)})
+	}
+	if s.Shards < 1 || s.Shards > MaxShards {
+		errs = append(errs, &FieldError{Field: "Shards", Problem: fmt.Sprintf("%d is not from 1 to %d", s.Shards, MaxShards)})
+	}
+	return errors.Join(s.Policy.check(errs)...)
 }
 
 // withDefaults fills the zero window fields.
@@ -109,28 +247,6 @@ func (s Settings) withDefaults() Settings {
 		s.Shards = DefaultShards
 	}
 	return s
-}
-
-// check reports settings the limiter cannot run with. Config validation
-// reports the same problems with their lines; this guards other callers.
-func (s Settings) check() error {
-	var errs []error
-	if s.Window <= 0 || s.Buckets <= 0 || s.Window%time.Duration(s.Buckets) != 0 {
-		errs = append(errs, fmt.Errorf("window %v does not split evenly into %d buckets", s.Window, s.Buckets))
-	}
-	if s.Shards < 1 || s.Shards > 256 {
-		errs = append(errs, fmt.Errorf("shards %d: want 1 to 256", s.Shards))
-	}
-	if s.DowngradeRate < 0 || s.DowngradeRate > 100 {
-		errs = append(errs, fmt.Errorf("downgrade rate %d: want 0 to 100", s.DowngradeRate))
-	}
-	if s.TokensPerSecond > int64(time.Second) {
-		errs = append(errs, fmt.Errorf("tokens per second %d: want at most %d", s.TokensPerSecond, int64(time.Second)))
-	}
-	if s.DelayTime < 0 || s.RetryInterval < 0 {
-		errs = append(errs, errors.New("delay time and retry interval may not be negative"))
-	}
-	return errors.Join(errs...)
 }
 
 // sameShape reports whether counts kept under s can be kept under s2.

@@ -23,7 +23,7 @@ func addTo(w *window, i int, cur int64, degraded bool) {
 func TestWindowBound(t *testing.T) {
 	for seed := range uint64(8) {
 		r := rand.New(rand.NewPCG(seed, 1))
-		s := DefaultSettings().withDefaults()
+		s := Settings{}.withDefaults()
 		s.Shards = 1 + r.IntN(5)
 		w := newWindow(s)
 		now := t0.UnixNano()
@@ -70,7 +70,7 @@ func TestWindowBound(t *testing.T) {
 // when it has grown by publishEvery, and the fast path passes exactly while
 // bound+slack+1 <= threshold.
 func TestWindowBoundBoundary(t *testing.T) {
-	s := DefaultSettings().withDefaults()
+	s := Settings{}.withDefaults()
 	w := newWindow(s)
 	cur := t0.UnixNano() / w.width
 	for i := range w.shards {

@@ -62,7 +62,7 @@ func BenchmarkProxy(b *testing.B) {
 		checkNeverTripped(b, p)
 	})
 	b.Run("sds/degraded", func(b *testing.B) {
-		p := rpPoint(b, "off", func(s *limiter.Settings) { s.VisitThreshold = 0 }, proxy.PointOptions{})
+		p := rpPoint(b, "off", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{})
 		h, _ := rpHandler(b, rpConfig(upstreamURL, p), proxy.Options{})
 		benchProxy(b, h, http.StatusTooManyRequests)
 	})
@@ -71,12 +71,12 @@ func BenchmarkProxy(b *testing.B) {
 // allStrategies turns every strategy on at thresholds that never trip.
 func allStrategies(s *limiter.Settings) {
 	const never = 1 << 40
-	s.VisitThreshold = never
-	s.TokensPerSecond, s.TokenBucketSize = int64(time.Second), int64(time.Second)
-	s.ConcurrentThreshold = 1 << 20
-	s.TimeoutThreshold, s.TimeoutCountThreshold = 10*time.Second, never
-	s.ExceptionThreshold = never
-	s.ExceptionRateThreshold, s.ExceptionRateStart = 100, 0
+	s.VisitThreshold = limiter.At(never)
+	s.TokensPerSecond, s.TokenBucketSize = limiter.At(int64(time.Second)), limiter.At(int64(time.Second))
+	s.ConcurrentThreshold = limiter.At(1 << 20)
+	s.TimeoutThreshold, s.TimeoutCountThreshold = 10*time.Second, limiter.At(never)
+	s.ExceptionThreshold = limiter.At(never)
+	s.ExceptionRateThreshold, s.ExceptionRateStart = limiter.At(100), 0
 	s.DelayTime, s.RetryInterval = 30*time.Second, time.Second
 }
 
@@ -138,7 +138,7 @@ func BenchmarkHandler(b *testing.B) {
 		checkNeverTripped(b, p)
 	})
 	b.Run("sds/degraded", func(b *testing.B) {
-		p := rpPoint(b, "off", func(s *limiter.Settings) { s.VisitThreshold = 0 }, proxy.PointOptions{})
+		p := rpPoint(b, "off", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{})
 		h, _ := rpHandler(b, rpConfig(upstreamURL, p), proxy.Options{Transport: upstream})
 		benchHandler(b, h, http.StatusTooManyRequests)
 	})

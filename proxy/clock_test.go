@@ -90,7 +90,7 @@ func (b *chunkedBody) Close() error { return nil }
 // first, and cuts calls at deadline (0: never).
 func clockPoint(t *testing.T, threshold, deadline time.Duration) *proxy.Point {
 	return rpPoint(t, "p", func(s *limiter.Settings) {
-		s.TimeoutThreshold, s.TimeoutCountThreshold = threshold, 1
+		s.TimeoutThreshold, s.TimeoutCountThreshold = threshold, limiter.At(1)
 	}, proxy.PointOptions{UpstreamTimeout: deadline})
 }
 

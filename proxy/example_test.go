@@ -23,8 +23,8 @@ func ExampleNew() {
 	defer service.Close()
 	upstream, _ := url.Parse(service.URL)
 
-	s := limiter.DefaultSettings() // every strategy off
-	s.VisitThreshold = 2
+	var s limiter.Settings // every strategy off
+	s.VisitThreshold = limiter.At(2)
 	lim, err := limiter.NewPoint("orders.create", s)
 	if err != nil {
 		panic(err)

@@ -158,13 +158,14 @@ func strategyName(why reason) string {
 // delay, after one bucket of the window (visit), or after one token.
 func retryAfterSeconds(s limiter.Settings, why reason) int {
 	var d time.Duration
+	rate, _ := s.TokensPerSecond.Get()
 	switch {
 	case why.delay && s.RetryInterval > 0:
 		d = s.RetryInterval
 	case why.delay:
 		d = s.DelayTime
-	case why.strategy == limiter.TokenBucket && s.TokensPerSecond > 0:
-		d = time.Second / time.Duration(s.TokensPerSecond)
+	case why.strategy == limiter.TokenBucket && rate > 0:
+		d = time.Second / time.Duration(rate)
 	default:
 		window, buckets := s.Window, s.Buckets
 		if window == 0 {

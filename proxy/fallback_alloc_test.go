@@ -20,7 +20,7 @@ func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 // every reason (a strategy, its delay, upstream_error) and every form
 // (HTTP, HEAD, gRPC).
 func TestFallbackAllocs(t *testing.T) {
-	fh := newFallbackHandler("orders", Fallback{}, limiter.DefaultSettings())
+	fh := newFallbackHandler("orders", Fallback{}, limiter.Settings{})
 	get := httptest.NewRequest(http.MethodGet, "/api/orders", nil)
 	head := httptest.NewRequest(http.MethodHead, "/api/orders", nil)
 	grpc := httptest.NewRequest(http.MethodPost, "/orders.v1.Orders/Create", nil)

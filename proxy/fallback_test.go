@@ -108,7 +108,7 @@ func TestConfiguredFallback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := fbServe(t, func(s *limiter.Settings) { s.VisitThreshold = 0 }, proxy.PointOptions{Fallback: tt.fallback}, get())
+			rec := fbServe(t, func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{Fallback: tt.fallback}, get())
 			if rec.Code != tt.wantStatus {
 				t.Errorf("status: got %d, want %d", rec.Code, tt.wantStatus)
 			}
@@ -136,14 +136,14 @@ func TestDefaultFallback(t *testing.T) {
 		retryAfter string // "" means none
 	}{
 		{"pressure_test", func(s *limiter.Settings) { s.PressureTestDowngrade = true }, []*http.Request{pressure}, 503, ""},
-		{"visit", func(s *limiter.Settings) { s.VisitThreshold = 0 }, []*http.Request{get()}, 429, "1"},
-		{"visit", func(s *limiter.Settings) { s.VisitThreshold, s.Window, s.Buckets = 0, time.Minute, 4 }, []*http.Request{get()}, 429, "15"},
+		{"visit", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, []*http.Request{get()}, 429, "1"},
+		{"visit", func(s *limiter.Settings) { s.VisitThreshold, s.Window, s.Buckets = limiter.At(0), time.Minute, 4 }, []*http.Request{get()}, 429, "15"},
 		// One token a second, bucket of 1: the first request takes it.
-		{"token_bucket", func(s *limiter.Settings) { s.TokensPerSecond, s.TokenBucketSize = 1, 1 }, []*http.Request{get(), get()}, 429, "1"},
-		{"concurrent", func(s *limiter.Settings) { s.ConcurrentThreshold = 0 }, []*http.Request{get()}, 503, ""},
-		{"timeout", func(s *limiter.Settings) { s.TimeoutThreshold, s.TimeoutCountThreshold = time.Second, 0 }, []*http.Request{get()}, 503, ""},
-		{"exception", func(s *limiter.Settings) { s.ExceptionThreshold = 0 }, []*http.Request{get()}, 503, ""},
-		{"exception_rate", func(s *limiter.Settings) { s.ExceptionRateThreshold = 0 }, []*http.Request{get()}, 503, ""},
+		{"token_bucket", func(s *limiter.Settings) { s.TokensPerSecond, s.TokenBucketSize = limiter.At(1), limiter.At(1) }, []*http.Request{get(), get()}, 429, "1"},
+		{"concurrent", func(s *limiter.Settings) { s.ConcurrentThreshold = limiter.At(0) }, []*http.Request{get()}, 503, ""},
+		{"timeout", func(s *limiter.Settings) { s.TimeoutThreshold, s.TimeoutCountThreshold = time.Second, limiter.At(0) }, []*http.Request{get()}, 503, ""},
+		{"exception", func(s *limiter.Settings) { s.ExceptionThreshold = limiter.At(0) }, []*http.Request{get()}, 503, ""},
+		{"exception_rate", func(s *limiter.Settings) { s.ExceptionRateThreshold = limiter.At(0) }, []*http.Request{get()}, 503, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.strategy, func(t *testing.T) {
@@ -185,7 +185,7 @@ func TestDelayFallback(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			set := func(s *limiter.Settings) {
-				s.VisitThreshold, s.DelayTime, s.RetryInterval = 0, 30*time.Second, tt.retry
+				s.VisitThreshold, s.DelayTime, s.RetryInterval = limiter.At(0), 30*time.Second, tt.retry
 			}
 			// The first request trips visit and starts the delay; the
 			// second is degraded by the delay.
@@ -212,7 +212,7 @@ func TestDelayFallback(t *testing.T) {
 func TestHeadFallback(t *testing.T) {
 	front := httptest.NewServer(nil)
 	defer front.Close()
-	p := rpPoint(t, "orders", func(s *limiter.Settings) { s.VisitThreshold = 0 },
+	p := rpPoint(t, "orders", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) },
 		proxy.PointOptions{Fallback: proxy.Fallback{Status: 503, Body: []byte("degraded"), BodySet: true}})
 	h, _ := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: fbNever(t)})
 	front.Config.Handler = h
@@ -241,7 +241,7 @@ func TestHeadFallback(t *testing.T) {
 // gRPC call.
 func TestGRPCFallback(t *testing.T) {
 	grpcReq := grpcRequest
-	visit0 := func(s *limiter.Settings) { s.VisitThreshold = 0 }
+	visit0 := func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }
 	httpFallback := proxy.Fallback{Status: 503, Body: []byte("no"), BodySet: true}
 	tests := []struct {
 		name     string
@@ -253,7 +253,7 @@ func TestGRPCFallback(t *testing.T) {
 		degraded string
 	}{
 		{"default", proxy.Fallback{}, visit0, 1, "14", "degraded: visit; point=orders", "visit; point=orders"},
-		{"in the delay", proxy.Fallback{}, func(s *limiter.Settings) { s.VisitThreshold, s.DelayTime = 0, time.Minute }, 2,
+		{"in the delay", proxy.Fallback{}, func(s *limiter.Settings) { s.VisitThreshold, s.DelayTime = limiter.At(0), time.Minute }, 2,
 			"14", "degraded: visit; point=orders; delay", "visit; point=orders; delay"},
 		{"an HTTP fallback is not for gRPC", httpFallback, visit0, 1, "14", "degraded: visit; point=orders", "visit; point=orders"},
 		{"grpcStatus", proxy.Fallback{GRPCStatus: 8, GRPCStatusSet: true}, visit0, 1, "8", "degraded: visit; point=orders", "visit; point=orders"},
@@ -343,7 +343,7 @@ func TestEveryDegradedAnswer(t *testing.T) {
 		transport http.RoundTripper
 		degraded  string // the Sds-Degraded value
 	}{
-		{"strategy", func(s *limiter.Settings) { s.VisitThreshold = 0 }, fbNever(t), "visit; point=orders"},
+		{"strategy", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, fbNever(t), "visit; point=orders"},
 		{"fallbackOnError", nil, refused, "upstream_error; point=orders"},
 	}
 	for _, way := range ways {

@@ -45,11 +45,11 @@ func rpURL(s string) *url.URL {
 	return u
 }
 
-// rpPoint returns a point named name whose settings are DefaultSettings
+// rpPoint returns a point named name whose settings are the zero Settings
 // (every strategy off) changed by set.
 func rpPoint(tb testing.TB, name string, set func(*limiter.Settings), opts proxy.PointOptions) *proxy.Point {
 	tb.Helper()
-	s := limiter.DefaultSettings()
+	var s limiter.Settings
 	if set != nil {
 		set(&s)
 	}
@@ -293,7 +293,7 @@ func TestShadowMode(t *testing.T) {
 		calls++
 		return rpReply(r, http.StatusOK, "upstream"), nil
 	})
-	p := rpPoint(t, "p", func(s *limiter.Settings) { s.VisitThreshold, s.Shadow = 0, true }, proxy.PointOptions{})
+	p := rpPoint(t, "p", func(s *limiter.Settings) { s.VisitThreshold, s.Shadow = limiter.At(0), true }, proxy.PointOptions{})
 	h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: transport})
 	for i := range 2 {
 		rec := httptest.NewRecorder()
@@ -445,7 +445,7 @@ func TestClientCancel(t *testing.T) {
 					return nil, r.Context().Err()
 				})
 				p := rpPoint(t, "p", func(s *limiter.Settings) {
-					s.TimeoutThreshold, s.TimeoutCountThreshold = time.Second, 5
+					s.TimeoutThreshold, s.TimeoutCountThreshold = time.Second, limiter.At(5)
 				}, proxy.PointOptions{FallbackOnError: true})
 				accessLog, logs := rpAccessLog()
 				h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: hang, AccessLog: accessLog})
@@ -542,7 +542,7 @@ func TestMalformedClientBody(t *testing.T) {
 	})
 	for _, fallbackOnError := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fallbackOnError=%v", fallbackOnError), func(t *testing.T) {
-			p := rpPoint(t, "p", func(s *limiter.Settings) { s.ExceptionThreshold = 1 }, proxy.PointOptions{FallbackOnError: fallbackOnError})
+			p := rpPoint(t, "p", func(s *limiter.Settings) { s.ExceptionThreshold = limiter.At(1) }, proxy.PointOptions{FallbackOnError: fallbackOnError})
 			accessLog, logs := rpAccessLog()
 			h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: readAll, AccessLog: accessLog})
 			req := httptest.NewRequest(http.MethodPost, "/x", &failingBody{})
@@ -623,7 +623,7 @@ func TestTimeoutCountedInFlight(t *testing.T) {
 			}
 		})
 		p := rpPoint(t, "p", func(s *limiter.Settings) {
-			s.TimeoutThreshold, s.TimeoutCountThreshold = threshold, 1
+			s.TimeoutThreshold, s.TimeoutCountThreshold = threshold, limiter.At(1)
 		}, proxy.PointOptions{})
 		h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: transport})
 		timeoutsMetric := func() float64 { return rpMetric(t, reg, "sds_timeouts_total", map[string]string{"point": "p"}) }
@@ -733,7 +733,7 @@ func TestSSE(t *testing.T) {
 			io.WriteString(w, "data: two\n\n")
 		}))
 		defer upstream.Close()
-		p := rpPoint(t, "events", func(s *limiter.Settings) { s.ConcurrentThreshold = 1 }, proxy.PointOptions{})
+		p := rpPoint(t, "events", func(s *limiter.Settings) { s.ConcurrentThreshold = limiter.At(1) }, proxy.PointOptions{})
 		h, _ := rpHandler(t, rpConfig(rpURL(upstream.URL), p), proxy.Options{AccessLog: accessLog})
 		front := httptest.NewServer(h)
 		defer front.Close()
@@ -798,7 +798,7 @@ func TestUpgrade(t *testing.T) {
 	}))
 	defer upstream.Close()
 	withAndWithoutAccessLog(t, func(t *testing.T, accessLog *zap.Logger, logs *observer.ObservedLogs) {
-		p := rpPoint(t, "ws", func(s *limiter.Settings) { s.ConcurrentThreshold = 1 }, proxy.PointOptions{})
+		p := rpPoint(t, "ws", func(s *limiter.Settings) { s.ConcurrentThreshold = limiter.At(1) }, proxy.PointOptions{})
 		h, _ := rpHandler(t, rpConfig(rpURL(upstream.URL), p), proxy.Options{AccessLog: accessLog})
 		front := httptest.NewServer(h)
 		defer front.Close()
@@ -839,7 +839,7 @@ func TestSwapDuringTraffic(t *testing.T) {
 	transport := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
 		return rpReply(r, 200, r.URL.Host+" xff="+strconv.FormatBool(r.Header.Get("X-Forwarded-For") != "")), nil
 	})
-	a := rpPoint(t, "a", func(s *limiter.Settings) { s.VisitThreshold = 0 }, proxy.PointOptions{})
+	a := rpPoint(t, "a", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{})
 	b := rpPoint(t, "b", nil, proxy.PointOptions{})
 	cfgA := &proxy.Config{Upstream: rpURL("http://a.test"), Routes: []proxy.Route{{Point: a, Path: "/x"}}, Points: []*proxy.Point{a}}
 	cfgB := &proxy.Config{Upstream: rpURL("http://b.test"), ForwardedHeaders: true, Routes: []proxy.Route{{Point: b, Path: "/x"}}, Points: []*proxy.Point{b}}
@@ -965,7 +965,7 @@ func TestStreamOutlivesUpstreamTimeout(t *testing.T) {
 			}()
 			return resp, nil
 		})
-		p := rpPoint(t, "events", func(s *limiter.Settings) { s.ConcurrentThreshold = 8 }, proxy.PointOptions{UpstreamTimeout: deadline})
+		p := rpPoint(t, "events", func(s *limiter.Settings) { s.ConcurrentThreshold = limiter.At(8) }, proxy.PointOptions{UpstreamTimeout: deadline})
 		h, _ := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: transport})
 
 		rec := httptest.NewRecorder()

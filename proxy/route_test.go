@@ -41,7 +41,7 @@ func routeHandler(tb testing.TB, specs []routeSpec) (*proxy.Handler, map[string]
 	for _, rs := range specs {
 		p, ok := points[rs.point]
 		if !ok {
-			p = rpPoint(tb, rs.point, func(s *limiter.Settings) { s.VisitThreshold = 0 }, proxy.PointOptions{})
+			p = rpPoint(tb, rs.point, func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{})
 			points[rs.point] = p
 			cfg.Points = append(cfg.Points, p)
 		}

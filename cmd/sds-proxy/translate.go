@@ -35,7 +35,7 @@ func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
 	byName := make(map[string]*proxy.Point, len(f.Points))
 	for i := range f.Points {
 		cp := &f.Points[i]
-		s := limiterSettings(f, cp)
+		s := f.Settings(cp)
 		var lim *limiter.Point
 		if o, ok := old[cp.Name]; ok {
 			lim, err = o.Limiter().Reconfigure(s)
@@ -69,29 +69,6 @@ func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
 		cfg.Routes = append(cfg.Routes, rt)
 	}
 	return cfg, nil
-}
-
-// limiterSettings maps a point's thresholds; the conventions match (-1 or
-// 0 is off) except the token bucket, which the limiter turns off at <= 0.
-func limiterSettings(f *config.File, p *config.Point) limiter.Settings {
-	s := limiter.DefaultSettings()
-	s.Window = f.Window
-	s.Buckets = f.Buckets
-	s.TimeoutThreshold = p.TimeoutThreshold
-	s.TimeoutCountThreshold = p.TimeoutCountThreshold
-	s.VisitThreshold = p.VisitThreshold
-	s.ConcurrentThreshold = p.ConcurrentThreshold
-	s.ExceptionThreshold = p.ExceptionThreshold
-	s.ExceptionRateThreshold = p.ExceptionRateThreshold
-	s.ExceptionRateStart = p.ExceptionRateStart
-	s.TokensPerSecond = p.TokenBucketGeneratedTokensInSecond
-	s.TokenBucketSize = p.TokenBucketSize
-	s.DowngradeRate = int(p.DowngradeRate)
-	s.DelayTime = p.DelayTime
-	s.RetryInterval = p.RetryInterval
-	s.PressureTestDowngrade = p.PressureTestDowngrade
-	s.Shadow = p.Shadow
-	return s
 }
 
 // fallback maps a point's fallback: the HTTP answer and the gRPC answer.

@@ -267,7 +267,7 @@ func statusPoint(sn limiter.Snapshot) pointJSON {
 			ConcurrentThreshold:    statusThreshold(s.ConcurrentThreshold),
 			ExceptionThreshold:     statusThreshold(s.ExceptionThreshold),
 			ExceptionRateThreshold: statusThreshold(s.ExceptionRateThreshold),
-			DowngradeRate:          s.DowngradeRate,
+			DowngradeRate:          s.DowngradePercent(),
 			DelayTime:              statusDuration(s.DelayTime),
 			RetryInterval:          statusDuration(s.RetryInterval),
 			PressureTestDowngrade:  s.PressureTestDowngrade,
@@ -287,14 +287,12 @@ func statusPoint(sn limiter.Snapshot) pointJSON {
 		p.LastTrip = &tripJSON{Strategy: t.Strategy.String(), At: statusTime(t.At), Count: t.Count, Threshold: t.Threshold,
 			Window: statusCounts(t.Counts), InFlight: t.InFlight}
 	}
-	if s.ExceptionRateThreshold >= 0 {
+	if _, on := s.ExceptionRateThreshold.Get(); on {
 		p.Thresholds.ExceptionRateStart = &s.ExceptionRateStart
 	}
-	if s.TokensPerSecond > 0 {
-		p.Thresholds.TokensPerSecond = &s.TokensPerSecond
-		if s.TokenBucketSize > 0 {
-			p.Thresholds.TokenBucketSize = &s.TokenBucketSize
-		}
+	if rate := statusThreshold(s.TokensPerSecond); rate != nil {
+		p.Thresholds.TokensPerSecond = rate
+		p.Thresholds.TokenBucketSize = statusThreshold(s.TokenBucketSize)
 	}
 	for i, c := range sn.Series {
 		p.Series.Buckets[i] = statusCounts(c)
@@ -306,12 +304,13 @@ func statusCounts(c limiter.Counts) countsJSON {
 	return countsJSON{Visits: c.Visits, Degraded: c.Degraded, Exceptions: c.Exceptions, Timeouts: c.Timeouts}
 }
 
-// statusThreshold returns &v, or nil for a disabled (negative) count threshold.
-func statusThreshold(v int64) *int64 {
-	if v < 0 {
+// statusThreshold returns the threshold's value, or nil when it is off.
+func statusThreshold(t limiter.Threshold) *int64 {
+	n, on := t.Get()
+	if !on {
 		return nil
 	}
-	return &v
+	return &n
 }
 
 // statusDuration formats a positive duration ("250ms"), or "" for off.

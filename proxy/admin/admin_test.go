@@ -82,7 +82,7 @@ func newAdminFixture(t *testing.T, points ...adminPoint) *adminFixture {
 	upstream, _ := url.Parse("http://upstream.invalid")
 	cfg := &proxy.Config{Upstream: upstream, ForwardedHeaders: true}
 	for _, ap := range points {
-		s := limiter.DefaultSettings()
+		var s limiter.Settings
 		if ap.settings != nil {
 			ap.settings(&s)
 		}
@@ -159,17 +159,17 @@ func (f *adminFixture) get(t *testing.T, method, path string) (*http.Response, s
 func tripFixture(t *testing.T) *adminFixture {
 	t.Helper()
 	f := newAdminFixture(t,
-		adminPoint{name: "p", path: "/p", settings: func(s *limiter.Settings) { s.VisitThreshold = 2 }},
+		adminPoint{name: "p", path: "/p", settings: func(s *limiter.Settings) { s.VisitThreshold = limiter.At(2) }},
 		adminPoint{name: "q", path: "/q", settings: func(s *limiter.Settings) {
 			s.Shadow = true
-			s.ExceptionThreshold = 1
+			s.ExceptionThreshold = limiter.At(1)
 			s.DelayTime, s.RetryInterval = 30*time.Second, 2*time.Second
-			s.TokensPerSecond, s.TokenBucketSize = 10, 20
-			s.TimeoutThreshold, s.TimeoutCountThreshold = 250*time.Millisecond, 5
-			s.ConcurrentThreshold = 8
-			s.ExceptionRateThreshold, s.ExceptionRateStart = 50, 10
+			s.TokensPerSecond, s.TokenBucketSize = limiter.At(10), limiter.At(20)
+			s.TimeoutThreshold, s.TimeoutCountThreshold = 250*time.Millisecond, limiter.At(5)
+			s.ConcurrentThreshold = limiter.At(8)
+			s.ExceptionRateThreshold, s.ExceptionRateStart = limiter.At(50), 10
 			s.PressureTestDowngrade = true
-			s.DowngradeRate = 90
+			s.DowngradeRate = limiter.At(90)
 			s.Percent = func() int { return 0 } // always degrade
 		}},
 		adminPoint{name: "r", path: "/r"},
@@ -434,7 +434,7 @@ func TestAdminDashboardChromium(t *testing.T) {
 
 	t.Run("live", func(t *testing.T) {
 		f := newAdminFixture(t,
-			adminPoint{name: "p", path: "/p", settings: func(s *limiter.Settings) { s.VisitThreshold = 2 }},
+			adminPoint{name: "p", path: "/p", settings: func(s *limiter.Settings) { s.VisitThreshold = limiter.At(2) }},
 			adminPoint{name: evil, path: "/q"},
 		)
 		for range 5 {
