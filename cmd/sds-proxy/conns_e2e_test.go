@@ -194,6 +194,9 @@ func watchConnections(admin string, stop <-chan struct{}) (peak func() (float64,
 // more than 1000; a fresh client is served; the proxy's memory stays that
 // of 1000 idle connections. A lower maxConnections applies on a reload.
 func TestIdleConnectionFlood(t *testing.T) {
+	// Not parallel: it raises this process's RLIMIT_NOFILE, opens 5,000
+	// sockets and measures the proxy's RSS, which other tests' load would
+	// blur.
 	const (
 		max   = 1000
 		flood = 5000
@@ -277,7 +280,7 @@ func TestIdleConnectionFlood(t *testing.T) {
 
 	// Lowering the limit on a reload closes the idle connections over it.
 	e.write(e.config, configHeader(e.upstream, "10s", 10)+connsConfig(max/2))
-	if !eventually(10*time.Second, func() bool {
+	if !eventually(wait, func() bool {
 		n, _ := e.metric("sds_connections_max")
 		open, err := connectionsOpen(e.proxy.admin)
 		return n == max/2 && err == nil && open <= max/2
@@ -292,6 +295,7 @@ func TestIdleConnectionFlood(t *testing.T) {
 // new connection is refused at once (closed, never queued), and served
 // again once the busy ones end.
 func TestBusyConnectionsRefuse(t *testing.T) {
+	t.Parallel()
 	const max = 20
 	e := setup(t, "10s", 10, connsConfig(max))
 	addr := strings.TrimPrefix(e.proxy.url, "http://")
@@ -311,7 +315,7 @@ func TestBusyConnectionsRefuse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !eventually(10*time.Second, func() bool { n, _ := e.metric("sds_connections", "state", "active"); return n == max }) {
+	if !eventually(wait, func() bool { n, _ := e.metric("sds_connections", "state", "active"); return n == max }) {
 		n, _ := e.metric("sds_connections", "state", "active")
 		t.Fatalf("active connections: got %v, want %d", n, max)
 	}
@@ -342,7 +346,7 @@ func TestBusyConnectionsRefuse(t *testing.T) {
 		c.Close()
 	}
 	busy = nil
-	if !eventually(10*time.Second, func() bool { n, err := connectionsOpen(e.proxy.admin); return err == nil && n == 0 }) {
+	if !eventually(wait, func() bool { n, err := connectionsOpen(e.proxy.admin); return err == nil && n == 0 }) {
 		t.Fatal("the busy connections did not close")
 	}
 	if r := e.get("/"); r.status != 200 {
@@ -353,6 +357,7 @@ func TestBusyConnectionsRefuse(t *testing.T) {
 // TestWebSocketsCountUntilClosed: an upgraded connection counts as
 // hijacked until it closes, and is never closed to admit another.
 func TestWebSocketsCountUntilClosed(t *testing.T) {
+	t.Parallel()
 	const max = 2
 	e := setup(t, "10s", 10, connsConfig(max))
 	addr := strings.TrimPrefix(e.proxy.url, "http://")
@@ -376,7 +381,7 @@ func TestWebSocketsCountUntilClosed(t *testing.T) {
 		c.br = br
 		c.SetReadDeadline(time.Time{})
 	}
-	if !eventually(10*time.Second, func() bool { n, _ := e.metric("sds_connections", "state", "hijacked"); return n == max }) {
+	if !eventually(wait, func() bool { n, _ := e.metric("sds_connections", "state", "hijacked"); return n == max }) {
 		n, _ := e.metric("sds_connections", "state", "hijacked")
 		t.Fatalf("hijacked connections: got %v, want %d", n, max)
 	}
@@ -404,7 +409,7 @@ func TestWebSocketsCountUntilClosed(t *testing.T) {
 		t.Fatalf("close: got opcode %#x (%v), want 0x8", op, err)
 	}
 	sockets[0].Close()
-	if !eventually(10*time.Second, func() bool { n, err := connectionsOpen(e.proxy.admin); return err == nil && n == max-1 }) {
+	if !eventually(wait, func() bool { n, err := connectionsOpen(e.proxy.admin); return err == nil && n == max-1 }) {
 		n, err := connectionsOpen(e.proxy.admin)
 		t.Fatalf("after one WebSocket closed: got %v open (%v), want %d", n, err, max-1)
 	}

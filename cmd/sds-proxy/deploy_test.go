@@ -14,6 +14,7 @@ import (
 // TestDeployConfigMapValidates: the sds.yaml shipped in the Kubernetes
 // example is a valid config, so a user who applies it gets a running proxy.
 func TestDeployConfigMapValidates(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("../../deploy/kubernetes.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -27,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -39,6 +41,12 @@ import (
 	"github.com/prometheus/common/model"
 )
 
+// wait is the deadline of every wait for something that must happen: a
+// process's start or exit, a log line, a condition polled, a request. It is
+// generous, as a loaded machine may be slow; it never measures how fast
+// something happened (a test that promises a duration checks that apart).
+const wait = 15 * time.Second
+
 var (
 	binDir    string
 	buildOnce sync.Once
@@ -46,6 +54,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	// The end-to-end tests spend their time waiting on processes, sockets
+	// and timers, not computing: unless -parallel is given, run up to 4 at
+	// once even where it defaults to fewer (GOMAXPROCS, 2 on a 2-core
+	// machine). Their margins hold under that load.
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given && runtime.GOMAXPROCS(0) < 4 {
+		flag.Set("test.parallel", "4")
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
@@ -259,7 +277,7 @@ func (p *process) waitExit(t *testing.T, timeout time.Duration) {
 func startUpstream(t *testing.T, args ...string) string {
 	t.Helper()
 	p := startProcess(t, "sds-upstream", append([]string{"-listen", "127.0.0.1:0"}, args...)...)
-	line, ok := p.stdout.find(0, 10*time.Second, p.exited, func(s string) bool { return strings.HasPrefix(s, "listening ") })
+	line, ok := p.stdout.find(0, wait, p.exited, func(s string) bool { return strings.HasPrefix(s, "listening ") })
 	if !ok {
 		t.Fatalf("sds-upstream did not print its address: %s %s", p.stdout, p.stderr)
 	}
@@ -290,7 +308,7 @@ func startProxy(t *testing.T, path string) *proxyProcess {
 func serving(t *testing.T, p *process) *proxyProcess {
 	t.Helper()
 	pp := &proxyProcess{process: p}
-	e := pp.waitLog(t, 0, 15*time.Second, msgIs("serving"))
+	e := pp.waitLog(t, 0, wait, msgIs("serving"))
 	pp.url = "http://" + fmt.Sprint(e["proxy_addr"])
 	pp.admin = "http://" + fmt.Sprint(e["admin_addr"])
 	return pp
@@ -387,7 +405,7 @@ func setup(t *testing.T, window string, buckets int, body string) *env {
 func newClient(t *testing.T) *http.Client {
 	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32, DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr, Timeout: 15 * time.Second}
+	return &http.Client{Transport: tr, Timeout: wait}
 }
 
 // write replaces path's content the way editors do: a temporary file in the
@@ -458,7 +476,7 @@ func rawGet(t *testing.T, addr, target, host string) reply {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	conn.SetDeadline(time.Now().Add(wait))
 	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", target, host); err != nil {
 		t.Fatalf("GET %s: %v", target, err)
 	}
@@ -548,7 +566,7 @@ type metrics map[string]*dto.MetricFamily
 // scrape reads the admin port's /metrics in the Prometheus text format; it
 // is safe to call from any goroutine.
 func scrape(admin string) (metrics, error) {
-	cl := http.Client{Timeout: 5 * time.Second}
+	cl := http.Client{Timeout: wait}
 	resp, err := cl.Get(admin + "/metrics")
 	if err != nil {
 		return nil, err

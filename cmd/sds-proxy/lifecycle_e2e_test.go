@@ -100,6 +100,7 @@ func slowRead(addr, path string, chunk int, gap time.Duration) (int, int64, erro
 // (3 trip it) nor pass its 300ms upstreamTimeout: the upstream time is
 // the service's only. Then the point still serves everyone.
 func TestSlowClientsDoNotTrip(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, `routes:
   - point: p
     match: {}
@@ -157,7 +158,7 @@ points:
 			hung <- r
 		}()
 	}
-	if !eventually(2*time.Second, func() bool { r := e.get("/probe"); return r.degraded() == "timeout; point=p" }) {
+	if !eventually(wait, func() bool { r := e.get("/probe"); return r.degraded() == "timeout; point=p" }) {
 		t.Errorf("three hung calls did not trip the point")
 	}
 	for range 3 {
@@ -169,6 +170,7 @@ points:
 // reaches the client as a cut body and is counted as an exception of kind
 // "body".
 func TestBodyBreaksOffIsCounted(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    exceptionThreshold: 100\n")
 	resp, err := e.client.Get(e.proxy.url + "/cut?body=100000&cut=40000")
 	if err != nil {
@@ -189,6 +191,7 @@ func TestBodyBreaksOffIsCounted(t *testing.T) {
 // (RFC 9112 §6.1, a smuggling attempt) is answered and its connection
 // closed, so whatever it smuggled after its body is never read.
 func TestContentLengthWithTransferEncoding(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    visitThreshold: 1000\n")
 	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(e.proxy.url, "http://"), 2*time.Second)
 	if err != nil {
@@ -220,35 +223,39 @@ func TestContentLengthWithTransferEncoding(t *testing.T) {
 // TestSIGHUPDuringDrain: SIGHUP during the SIGTERM drain is ignored and
 // logged; the request in flight finishes and the exit is clean.
 func TestSIGHUPDuringDrain(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    visitThreshold: 1000\n")
 	slow := make(chan reply, 1)
 	go func() {
-		req, _ := http.NewRequest("GET", e.proxy.url+"/slow?sleep=1s", nil)
+		// 3s: far longer than SIGTERM and SIGHUP take to be handled, and
+		// within the 5s drainTimeout.
+		req, _ := http.NewRequest("GET", e.proxy.url+"/slow?sleep=3s", nil)
 		r, err := e.do(req)
 		if err != nil {
 			t.Errorf("slow call: %v", err)
 		}
 		slow <- r
 	}()
-	if !eventually(3*time.Second, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
+	if !eventually(wait, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
 		t.Fatalf("the slow call never reached the upstream")
 	}
 	mark := e.proxy.stderr.mark()
 	e.proxy.signal(syscall.SIGTERM)
-	e.proxy.waitLog(t, mark, 3*time.Second, msgIs("draining"))
+	e.proxy.waitLog(t, mark, wait, msgIs("draining"))
 	for range 5 {
 		e.proxy.signal(syscall.SIGHUP)
 	}
-	e.proxy.waitLog(t, mark, 3*time.Second, msgIs("SIGHUP while draining: ignored"))
+	e.proxy.waitLog(t, mark, wait, msgIs("SIGHUP while draining: ignored"))
 	if r := <-slow; r.status != 200 {
 		t.Errorf("call in flight at SIGTERM: got %v, want 200", r)
 	}
-	e.proxy.waitExit(t, 5*time.Second)
+	e.proxy.waitExit(t, wait)
 }
 
 // TestSIGHUPWithoutConfig: a proxy run with -upstream and no config file
 // logs SIGHUP as a no-op and goes on serving.
 func TestSIGHUPWithoutConfig(t *testing.T) {
+	t.Parallel()
 	needBinaries(t)
 	upstream := "http://" + startUpstream(t)
 	// An empty directory: no sds.yaml to read, so it runs as a plain proxy.
@@ -262,7 +269,7 @@ func TestSIGHUPWithoutConfig(t *testing.T) {
 	url := p.url
 	mark := p.stderr.mark()
 	p.signal(syscall.SIGHUP)
-	p.waitLog(t, mark, 3*time.Second, msgIs("SIGHUP: no config file to reload; ignored"))
+	p.waitLog(t, mark, wait, msgIs("SIGHUP: no config file to reload; ignored"))
 	client := newClient(t)
 	resp, err := client.Get(url + "/after-hup")
 	if err != nil {
@@ -280,6 +287,7 @@ func TestSIGHUPWithoutConfig(t *testing.T) {
 // Go runtime's own start, takes the default action whatever the program
 // does; the first log line is written right after the handler is in.)
 func TestSIGHUPAtStartup(t *testing.T) {
+	t.Parallel()
 	needBinaries(t)
 	upstream := "http://" + startUpstream(t)
 	dir := t.TempDir()
@@ -289,7 +297,7 @@ func TestSIGHUPAtStartup(t *testing.T) {
 	}
 	for i := range 20 {
 		p := &proxyProcess{process: startProcess(t, "sds-proxy", proxyArgs(config)...)}
-		if _, ok := p.stderr.find(0, 10*time.Second, p.exited, logLine(msgIs("starting"))); !ok {
+		if _, ok := p.stderr.find(0, wait, p.exited, logLine(msgIs("starting"))); !ok {
 			t.Fatalf("start %d: no starting line (exited: %v, %v)", i, p.hasExited(), p.err)
 		}
 		sent := 0
@@ -302,10 +310,10 @@ func TestSIGHUPAtStartup(t *testing.T) {
 			}
 			sent++
 		}
-		p.waitLog(t, 0, 10*time.Second, msgIs("serving"))
+		p.waitLog(t, 0, wait, msgIs("serving"))
 		// One more after serving: a reload, not a death.
 		p.signal(syscall.SIGHUP)
-		p.waitLog(t, 0, 5*time.Second, msgIs("SIGHUP: reloading the config"))
+		p.waitLog(t, 0, wait, msgIs("SIGHUP: reloading the config"))
 		p.stop(10 * time.Second)
 		if p.err != nil {
 			t.Fatalf("start %d, %d SIGHUPs during start-up: exit %v, want 0\n%s", i, sent, p.err, p.stderr)
@@ -319,6 +327,7 @@ func TestSIGHUPAtStartup(t *testing.T) {
 // TestSIGTERMDrains checks that SIGTERM fails /readyz, lets a slow call in
 // flight finish, refuses new connections and exits 0.
 func TestSIGTERMDrains(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    visitThreshold: 1000\n")
 	if r := e.getURL(e.proxy.admin + "/readyz"); r.status != 200 {
 		t.Fatalf("/readyz while serving: got %v, want 200", r)
@@ -328,20 +337,22 @@ func TestSIGTERMDrains(t *testing.T) {
 	}
 	slow := make(chan reply, 1)
 	go func() {
-		req, _ := http.NewRequest("GET", e.proxy.url+"/slow?sleep=1s", nil)
+		// 3s: far longer than /readyz takes to turn 503 after SIGTERM, and
+		// within the 5s drainTimeout.
+		req, _ := http.NewRequest("GET", e.proxy.url+"/slow?sleep=3s", nil)
 		r, err := e.do(req)
 		if err != nil {
 			t.Errorf("slow call: %v", err)
 		}
 		slow <- r
 	}()
-	if !eventually(3*time.Second, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
+	if !eventually(wait, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
 		t.Fatalf("the slow call never reached the upstream")
 	}
 	e.proxy.signal(syscall.SIGTERM)
 
 	admin := newClient(t)
-	if !eventually(900*time.Millisecond, func() bool {
+	if !eventually(wait, func() bool {
 		resp, err := admin.Get(e.proxy.admin + "/readyz")
 		if err != nil {
 			return false
@@ -365,12 +376,13 @@ func TestSIGTERMDrains(t *testing.T) {
 	if r := <-slow; r.status != 200 || !strings.HasPrefix(r.body, "upstream: GET /slow") {
 		t.Errorf("slow call in flight at SIGTERM: got %v, want the upstream's 200", r)
 	}
-	e.proxy.waitExit(t, 5*time.Second)
+	e.proxy.waitExit(t, wait)
 }
 
 // TestClientGoesAway checks that a client that goes away mid-request is not
 // an exception and frees its concurrency slot.
 func TestClientGoesAway(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: c\n    match: {}\npoints:\n  c:\n    exceptionThreshold: 1\n    concurrentThreshold: 1\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.proxy.url+"/gone?sleep=5s", nil)
@@ -379,15 +391,15 @@ func TestClientGoesAway(t *testing.T) {
 		_, err := e.do(req)
 		done <- err
 	}()
-	if !eventually(3*time.Second, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
+	if !eventually(wait, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
 		t.Fatalf("the call never reached the upstream")
 	}
 	cancel()
 	<-done
-	if !eventually(2*time.Second, func() bool { _, n := e.upstreamStats(); return n == 0 }) {
+	if !eventually(wait, func() bool { _, n := e.upstreamStats(); return n == 0 }) {
 		t.Errorf("the upstream call was not cancelled when the client went away")
 	}
-	if !eventually(2*time.Second, func() bool { return e.point("c").Window.InFlight == 0 }) {
+	if !eventually(wait, func() bool { return e.point("c").Window.InFlight == 0 }) {
 		t.Fatalf("the concurrency slot was not freed")
 	}
 	if p := e.point("c"); p.Window.Exceptions != 0 {
@@ -404,6 +416,7 @@ func TestClientGoesAway(t *testing.T) {
 // TestBadClientBody checks that a request body shorter than its
 // Content-Length, the client's fault, is not an upstream exception.
 func TestBadClientBody(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    exceptionThreshold: 1\n")
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.proxy.url, "http://"))
 	if err != nil {
@@ -419,7 +432,7 @@ func TestBadClientBody(t *testing.T) {
 		t.Logf("short body: answered %d", resp.StatusCode)
 		resp.Body.Close()
 	}
-	if !eventually(2*time.Second, func() bool { return e.point("p").Window.InFlight == 0 }) {
+	if !eventually(wait, func() bool { return e.point("p").Window.InFlight == 0 }) {
 		t.Fatalf("the call of the short body never ended")
 	}
 	if p := e.point("p"); p.Window.Exceptions != 0 {
@@ -433,11 +446,12 @@ func TestBadClientBody(t *testing.T) {
 // TestForwardedHeaders checks X-Forwarded-* and that the client's Host
 // reaches the upstream.
 func TestForwardedHeaders(t *testing.T) {
+	t.Parallel()
 	echo := func(e *env, spoof bool) (got struct {
 		Host   string
 		Header http.Header
 	}) {
-		t.Helper()
+		e.t.Helper()
 		req, _ := http.NewRequest("GET", e.proxy.url+"/echo-headers", nil)
 		req.Host = "shop.example"
 		if spoof {
@@ -446,14 +460,15 @@ func TestForwardedHeaders(t *testing.T) {
 		}
 		r, err := e.do(req)
 		if err != nil || r.status != 200 {
-			t.Fatalf("/echo-headers: %v %v", r, err)
+			e.t.Fatalf("/echo-headers: %v %v", r, err)
 		}
 		if err := json.Unmarshal([]byte(r.body), &got); err != nil {
-			t.Fatal(err)
+			e.t.Fatal(err)
 		}
 		return got
 	}
 	t.Run("on", func(t *testing.T) {
+		t.Parallel()
 		e := setup(t, "10s", 10, "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    visitThreshold: 1000\n")
 		for _, spoof := range []bool{false, true} {
 			got := echo(e, spoof)
@@ -468,6 +483,7 @@ func TestForwardedHeaders(t *testing.T) {
 		}
 	})
 	t.Run("off", func(t *testing.T) {
+		t.Parallel()
 		e := setup(t, "10s", 10, "forwardedHeaders: false\nroutes:\n  - point: p\n    match: {}\npoints:\n  p:\n    visitThreshold: 1000\n")
 		got := echo(e, true)
 		if got.Host != "shop.example" {
@@ -483,6 +499,7 @@ func TestForwardedHeaders(t *testing.T) {
 
 // TestCommands checks validate and version.
 func TestCommands(t *testing.T) {
+	t.Parallel()
 	needBinaries(t)
 	run := func(args ...string) (string, int) {
 		t.Helper()
@@ -563,6 +580,8 @@ points:
 // trips on its third timeout and enters its delay, and once the demo
 // service is fast again a probe ends the delay.
 func TestDemo(t *testing.T) {
+	// Not parallel: the example config takes fixed ports, found free by
+	// freePort, which a parallel test's process could take meanwhile.
 	needBinaries(t)
 	example, err := os.ReadFile("../../sds.yaml")
 	if err != nil {
@@ -584,7 +603,7 @@ func TestDemo(t *testing.T) {
 
 	demo := startProcess(t, "sds-proxy", "demo", "-config", path)
 	// The instructions end with "Watch it happen": wait for all of them.
-	if _, ok := demo.stdout.find(0, 15*time.Second, demo.exited, func(s string) bool { return strings.Contains(s, "Watch it happen") }); !ok {
+	if _, ok := demo.stdout.find(0, wait, demo.exited, func(s string) bool { return strings.Contains(s, "Watch it happen") }); !ok {
 		t.Fatalf("the demo did not start:\n%s\n%s", demo.stdout, demo.stderr)
 	}
 	proxyURL, serviceURL := "http://"+proxyAddr, "http://"+serviceAddr
@@ -624,11 +643,11 @@ func TestDemo(t *testing.T) {
 	if code, _ := get(serviceURL + "/_control?slowLatency=10ms"); code != 200 {
 		t.Fatalf("healing the demo service: got %d, want 200", code)
 	}
-	recovered := eventually(10*time.Second, func() bool {
+	recovered := eventually(wait, func() bool {
 		code, _ := get(proxyURL + "/api/slow")
 		return code == 200
 	})
 	if !recovered {
-		t.Errorf("slow did not recover within 10 s after the service was healed (retryInterval 2s)")
+		t.Errorf("slow did not recover within %v after the service was healed (retryInterval 2s)", wait)
 	}
 }

@@ -46,6 +46,7 @@ points:
 // upstream receives the normalised path; route paths written escaped or
 // unclean match; host routes match with and without a port, IPv6 included.
 func TestPathNormalisation(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, pathRoutes)
 	addr := strings.TrimPrefix(e.proxy.url, "http://")
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
@@ -161,6 +162,7 @@ func TestPathNormalisation(t *testing.T) {
 // path that validate accepts is one the proxy routes by, and one it
 // refuses is one the proxy answers 400.
 func TestRoutePathRuleAgrees(t *testing.T) {
+	t.Parallel()
 	for _, p := range []string{
 		"/a", "/a%20b", "/a%2Fb", "/a%2fb", "/a%5Cb", "/a%5cb", `/a\b`, "/a%zz", "/a%", "/a%2",
 		"/a%g1", "/a%1", "//x/../a/./", "/%7euser", "/%2e%2e", "/a%25", "/a%252F", "/caf%c3%a9",

@@ -138,8 +138,8 @@ func holdInotify(t *testing.T, uid int) {
 	var line string
 	select {
 	case line = <-lines:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the inotify holder said nothing within 10s")
+	case <-time.After(wait):
+		t.Fatalf("the inotify holder said nothing within %v", wait)
 	}
 	switch {
 	case strings.HasPrefix(line, "setuid failed"):
@@ -198,6 +198,9 @@ func (e *env) applied(v string, timeout time.Duration) time.Duration {
 // polls, in its log and in sds_config_watch_mode, stays ready, and still
 // applies edits (by polling) and SIGHUP.
 func TestWatchInotifyExhausted(t *testing.T) {
+	// Not parallel: it holds every inotify instance of UID 65532 and makes
+	// the shared binary directory readable to it, and it times polls
+	// against config.PollInterval.
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: to run the proxy and the inotify holder as UID 65532")
 	}
@@ -211,7 +214,7 @@ func TestWatchInotifyExhausted(t *testing.T) {
 	holdInotify(t, nonroot)
 	e.proxy = startProxyAs(t, nonroot, nonroot, e.config)
 
-	fallback := e.proxy.waitLog(t, 0, 5*time.Second, msgStarts("config watch falls back to polling"))
+	fallback := e.proxy.waitLog(t, 0, wait, msgStarts("config watch falls back to polling"))
 	if reason := fmt.Sprint(fallback["error"]); !strings.Contains(reason, syscall.EMFILE.Error()) {
 		t.Errorf("fallback log: got error %q, want %q", reason, syscall.EMFILE.Error())
 	}
@@ -227,7 +230,7 @@ func TestWatchInotifyExhausted(t *testing.T) {
 	// Edits apply by polling, within about config.PollInterval (2s).
 	var took []time.Duration
 	for i := range 3 {
-		took = append(took, e.applied([]string{"1000", "0"}[i%2], 5*time.Second))
+		took = append(took, e.applied([]string{"1000", "0"}[i%2], wait))
 	}
 	t.Logf("edit applied by polling after %v (median %v)", took, median(took))
 	if m := median(took); m > 3*time.Second {
@@ -239,7 +242,7 @@ func TestWatchInotifyExhausted(t *testing.T) {
 	mark := e.proxy.stderr.mark()
 	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody("1000"))
 	e.proxy.signal(syscall.SIGHUP)
-	e.proxy.waitLog(t, mark, 3*time.Second, func(l logEntry) bool {
+	e.proxy.waitLog(t, mark, wait, func(l logEntry) bool {
 		return (l["msg"] == "config reloaded" || l["msg"] == "config unchanged") && l["forced"] == true
 	})
 	if r := e.get("/r"); r.degraded() != "" {
@@ -260,6 +263,7 @@ func TestWatchInotifyExhausted(t *testing.T) {
 // creates it again with a new valid file, twice: each new file applies by
 // the watch, which stays on inotify.
 func TestWatchDirectoryRecreated(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.config = filepath.Join(e.dir, "conf", "sds.yaml")
 	if err := os.Mkdir(filepath.Dir(e.config), 0o755); err != nil {
@@ -275,11 +279,11 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 		if err := os.RemoveAll(filepath.Dir(e.config)); err != nil {
 			t.Fatal(err)
 		}
-		e.proxy.waitLog(t, mark, 3*time.Second, msgStarts("config rejected"))
+		e.proxy.waitLog(t, mark, wait, msgStarts("config rejected"))
 		if err := os.Mkdir(filepath.Dir(e.config), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if took := e.applied(v, 3*time.Second); took > 1500*time.Millisecond {
+		if took := e.applied(v, wait); took > 1500*time.Millisecond {
 			t.Errorf("round %d: the new file applied after %v, want within 1s", i+1, took)
 		}
 	}
@@ -290,10 +294,12 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 }
 
 // TestWatchTruncatingWriter writes the file the way `>` in a shell does:
-// truncated, and the new content about 100ms later. The empty file is
-// never rejected, and the new content applies. The rounds also measure the
-// time for an edit to apply by the watch.
+// truncated, and the new content 50ms later (a fifth of the watcher's
+// 250ms settle time, so that a loaded machine cannot stretch the pause past
+// it). The empty file is never rejected, and the new content applies. The
+// rounds also measure the time for an edit to apply by the watch.
 func TestWatchTruncatingWriter(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, watchBody("0"))
 	header := configHeader(e.upstream, "10s", 10)
 	mark := e.proxy.stderr.mark()
@@ -307,28 +313,28 @@ func TestWatchTruncatingWriter(t *testing.T) {
 		}
 		written := make(chan error, 1)
 		// The pause is the writer's: the file stays empty this long.
-		time.AfterFunc(100*time.Millisecond, func() {
+		time.AfterFunc(50*time.Millisecond, func() {
 			_, err := f.WriteString(header + watchBody(v))
 			written <- errors.Join(err, f.Close())
 		})
 		if err := <-written; err != nil {
 			t.Fatal(err)
 		}
-		if !eventually(3*time.Second, func() bool { return (e.get("/r").degraded() != "") == (v == "0") }) {
-			t.Fatalf("round %d: visitThreshold %s not applied within 3s", i+1, v)
+		if !eventually(wait, func() bool { return (e.get("/r").degraded() != "") == (v == "0") }) {
+			t.Fatalf("round %d: visitThreshold %s not applied within %v", i+1, v, wait)
 		}
 		took = append(took, time.Since(start))
 	}
-	t.Logf("truncated, written 100ms later, applied after %v (median %v)", took, median(took))
+	t.Logf("truncated, written 50ms later, applied after %v (median %v)", took, median(took))
 	if n := e.proxy.countLog(mark, msgStarts("config rejected")); n != 0 {
-		t.Errorf("%d \"config rejected\" lines for a file empty for 100ms, want none", n)
+		t.Errorf("%d \"config rejected\" lines for a file empty for 50ms, want none", n)
 	}
 	e.metricIs(0, "sds_config_reloads_total", "result", "failure")
 
 	// An editor's rename, for the time an edit takes to apply by the watch.
 	took = took[:0]
 	for i := range 5 {
-		took = append(took, e.applied([]string{"1000", "0"}[i%2], 3*time.Second))
+		took = append(took, e.applied([]string{"1000", "0"}[i%2], wait))
 	}
 	t.Logf("edit applied by inotify after %v (median %v)", took, median(took))
 }
@@ -339,15 +345,16 @@ func TestWatchTruncatingWriter(t *testing.T) {
 // serves: the watcher records a file as in force only once the running
 // process has accepted it.
 func TestReloadRefusedByTheProcess(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, watchBody("0"))
 	refused := configHeader(e.upstream, "10s", 10) + watchBody("1000") + "    tokenBucketGeneratedTokensInSecond: 2000000000\n"
 	mark := e.proxy.stderr.mark()
 	e.write(e.config, refused)
-	e.proxy.waitLog(t, mark, 5*time.Second, msgStarts("config rejected"))
+	e.proxy.waitLog(t, mark, wait, msgStarts("config rejected"))
 	for i := range 3 {
 		mark = e.proxy.stderr.mark()
 		e.proxy.cmd.Process.Signal(syscall.SIGHUP)
-		entry := e.proxy.waitLog(t, mark, 5*time.Second, func(l logEntry) bool {
+		entry := e.proxy.waitLog(t, mark, wait, func(l logEntry) bool {
 			msg, _ := l["msg"].(string)
 			return l["forced"] == true && (strings.HasPrefix(msg, "config rejected") || msg == "config unchanged" || msg == "config reloaded")
 		})
@@ -359,16 +366,18 @@ func TestReloadRefusedByTheProcess(t *testing.T) {
 	if r := e.get("/r"); r.degraded() != "visit; point=r" {
 		t.Errorf("the old config (visitThreshold 0) should still serve: got %v", r)
 	}
-	e.applied("1000", 5*time.Second)
+	e.applied("1000", wait)
 	e.metricIs(1, "sds_config_last_reload_successful")
 }
 
 // TestHotReload edits the config of a running proxy.
 func TestHotReload(t *testing.T) {
+	t.Parallel()
 	body := func(visitThreshold string) string {
 		return "routes:\n  - point: r\n    match: {pathPrefix: /r}\npoints:\n  r:\n    visitThreshold: " + visitThreshold + "\n"
 	}
 	t.Run("file edits", func(t *testing.T) {
+		t.Parallel()
 		e := setup(t, "10s", 10, body("0"))
 		header := configHeader(e.upstream, "10s", 10)
 		if r := e.get("/r"); r.degraded() != "visit; point=r" {
@@ -379,20 +388,20 @@ func TestHotReload(t *testing.T) {
 		mark := e.proxy.stderr.mark()
 		edited := time.Now()
 		e.write(e.config, header+body("1000"))
-		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "" }) {
-			t.Fatalf("visitThreshold 1000 not applied within 3s")
+		if !eventually(wait, func() bool { return e.get("/r").degraded() == "" }) {
+			t.Fatalf("visitThreshold 1000 not applied within %v", wait)
 		}
 		if d := time.Since(edited); d > 1500*time.Millisecond {
 			t.Errorf("edit applied after %v, want within 1s", d)
 		}
-		e.proxy.waitLog(t, mark, 2*time.Second, msgIs("config reloaded"))
+		e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
 		e.metricIs(1, "sds_config_last_reload_successful")
 
 		// An invalid edit, which would degrade everything if any of it
 		// applied, changes nothing.
 		mark = e.proxy.stderr.mark()
 		e.write(e.config, header+body("0")+"    bogusKey: 1\n")
-		rejected := e.proxy.waitLog(t, mark, 3*time.Second, msgStarts("config rejected"))
+		rejected := e.proxy.waitLog(t, mark, wait, msgStarts("config rejected"))
 		if !strings.Contains(fmt.Sprint(rejected["error"]), "bogusKey") {
 			t.Errorf("rejection log: got %v, want the error naming bogusKey", rejected)
 		}
@@ -410,15 +419,16 @@ func TestHotReload(t *testing.T) {
 		// A later valid edit still applies.
 		mark = e.proxy.stderr.mark()
 		e.write(e.config, header+body("0"))
-		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "visit; point=r" }) {
-			t.Fatalf("a valid edit after an invalid one was not applied within 3s")
+		if !eventually(wait, func() bool { return e.get("/r").degraded() == "visit; point=r" }) {
+			t.Fatalf("a valid edit after an invalid one was not applied within %v", wait)
 		}
-		e.proxy.waitLog(t, mark, 2*time.Second, msgIs("config reloaded"))
+		e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
 		e.metricIs(1, "sds_config_last_reload_successful")
 		e.metricIs(2, "sds_config_reloads_total", "result", "success")
 	})
 
 	t.Run("SIGHUP", func(t *testing.T) {
+		t.Parallel()
 		// The config path is a symlink into a directory the proxy does not
 		// watch, so an edit there is seen only when SIGHUP forces a reload.
 		e := newEnv(t)
@@ -437,10 +447,10 @@ func TestHotReload(t *testing.T) {
 		e.write(real, configHeader(e.upstream, "10s", 10)+body("1000"))
 		mark := e.proxy.stderr.mark()
 		e.proxy.signal(syscall.SIGHUP)
-		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "" }) {
-			t.Fatalf("SIGHUP did not apply the edit within 3s")
+		if !eventually(wait, func() bool { return e.get("/r").degraded() == "" }) {
+			t.Fatalf("SIGHUP did not apply the edit within %v", wait)
 		}
-		e.proxy.waitLog(t, mark, 2*time.Second, msgIs("config reloaded"))
+		e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
 	})
 }
 
@@ -448,24 +458,26 @@ func TestHotReload(t *testing.T) {
 // edit: it is deleted and comes back, and a Kubernetes ConfigMap swaps the
 // ..data symlink of its folder.
 func TestHotReloadFileEvents(t *testing.T) {
+	t.Parallel()
 	body := func(visitThreshold string) string {
 		return "routes:\n  - point: r\n    match: {}\npoints:\n  r:\n    visitThreshold: " + visitThreshold + "\n"
 	}
 	t.Run("deleted and back", func(t *testing.T) {
+		t.Parallel()
 		e := setup(t, "10s", 10, body("0"))
 		mark := e.proxy.stderr.mark()
 		if err := os.Remove(e.config); err != nil {
 			t.Fatal(err)
 		}
-		rejected := e.proxy.waitLog(t, mark, 3*time.Second, msgStarts("config rejected"))
+		rejected := e.proxy.waitLog(t, mark, wait, msgStarts("config rejected"))
 		t.Logf("deleted: %v", rejected["error"])
 		if r := e.get("/r"); r.degraded() != "visit; point=r" {
 			t.Errorf("with the file deleted: got %v, want the last good config (degraded)", r)
 		}
 		back := time.Now()
 		e.write(e.config, configHeader(e.upstream, "10s", 10)+body("1000"))
-		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "" }) {
-			t.Fatalf("the file came back with visitThreshold 1000, not applied within 3s")
+		if !eventually(wait, func() bool { return e.get("/r").degraded() == "" }) {
+			t.Fatalf("the file came back with visitThreshold 1000, not applied within %v", wait)
 		}
 		if d := time.Since(back); d > 1500*time.Millisecond {
 			t.Errorf("the file came back: applied after %v, want within 1s", d)
@@ -473,6 +485,7 @@ func TestHotReloadFileEvents(t *testing.T) {
 	})
 
 	t.Run("ConfigMap symlink swap", func(t *testing.T) {
+		t.Parallel()
 		// The kubelet's layout: sds.yaml -> ..data/sds.yaml, ..data ->
 		// ..v1; an update writes ..v2 and renames a new ..data over the old.
 		e := newEnv(t)
@@ -499,12 +512,12 @@ func TestHotReloadFileEvents(t *testing.T) {
 			t.Fatalf("visitThreshold 0: got %v, want degraded", r)
 		}
 		version("..v2", configHeader(e.upstream, "10s", 10)+body("1000"))
-		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() == "" }) {
-			t.Fatalf("first swap not applied within 3s")
+		if !eventually(wait, func() bool { return e.get("/r").degraded() == "" }) {
+			t.Fatalf("first swap not applied within %v", wait)
 		}
 		version("..v3", configHeader(e.upstream, "10s", 10)+body("0"))
-		if !eventually(3*time.Second, func() bool { return e.get("/r").degraded() != "" }) {
-			t.Fatalf("second swap not applied within 3s (the watch was lost after the first)")
+		if !eventually(wait, func() bool { return e.get("/r").degraded() != "" }) {
+			t.Fatalf("second swap not applied within %v (the watch was lost after the first)", wait)
 		}
 	})
 }

@@ -23,7 +23,7 @@ import (
 // point p. A threshold below 0 is not checked.
 func (e *env) checkTrip(strategy string, threshold int64) {
 	e.t.Helper()
-	tripped := e.proxy.waitLog(e.t, 0, 2*time.Second, pointLog("point tripped", "p"))
+	tripped := e.proxy.waitLog(e.t, 0, wait, pointLog("point tripped", "p"))
 	if tripped["strategy"] != strategy {
 		e.t.Errorf("trip log strategy: got %v, want %s", tripped["strategy"], strategy)
 	}
@@ -45,11 +45,11 @@ func (e *env) recover(good string, again bool) {
 	e.t.Helper()
 	mark := e.proxy.stderr.mark()
 	start := time.Now()
-	if !eventually(5*time.Second, func() bool { return e.get(good).degraded() == "" }) {
-		e.t.Fatalf("no request passed within 5s")
+	if !eventually(wait, func() bool { return e.get(good).degraded() == "" }) {
+		e.t.Fatalf("no request passed within %v", wait)
 	}
 	e.t.Logf("a request passed %v after polling began", time.Since(start))
-	e.proxy.waitLog(e.t, mark, 2*time.Second, pointLog("point recovered", "p"))
+	e.proxy.waitLog(e.t, mark, wait, pointLog("point recovered", "p"))
 	e.metricIs(0, "sds_point_tripped", "point", "p")
 	if !again {
 		return
@@ -65,14 +65,19 @@ func (e *env) recover(good string, again bool) {
 //
 // The exact counts use a 10s window, far longer than a scenario takes even
 // on a loaded machine. Recovery from the window strategies (visit,
-// timeout, exception, exception_rate) runs the scenario again on a second
-// proxy with a 1s window, which empties soon after; concurrent and
-// token_bucket recover without the window, on the same proxy.
+// timeout, exception, exception_rate) trips a second proxy with a 1s
+// window by bursts of concurrent calls (so that the count is reached inside
+// the window however slow the machine), and waits for the window to empty;
+// concurrent and token_bucket recover without the window, on the same
+// proxy. A slow call takes several times its threshold (400ms against
+// 100ms), so that load cannot make it look fast, nor a fast one slow.
 func TestStrategies(t *testing.T) {
+	t.Parallel()
 	// windowed runs a window strategy: trip with exact counts on a 10s
 	// window, then trip again on a 1s window and wait for recovery.
 	windowed := func(t *testing.T, settings, path, strategy string, status int, threshold int64, good string, checks func(*env)) {
 		t.Run("trip", func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, "10s", 10, pointRoute+settings)
 			if got := e.countDegraded(10, path, strategy+"; point=p", status); got != 5 {
 				t.Errorf("degraded: got %d of 10, want 5", got)
@@ -85,11 +90,24 @@ func TestStrategies(t *testing.T) {
 			checks(e)
 		})
 		t.Run("recover", func(t *testing.T) {
+			t.Parallel()
 			e := setup(t, "1s", 10, pointRoute+settings)
-			for i := 0; e.get(path).degraded() == ""; i++ {
-				if i == 20 {
-					t.Fatalf("no trip within 20 calls")
+			// Five calls at once, then one more: the sixth is degraded once
+			// the five are counted.
+			burst := func() {
+				var wg sync.WaitGroup
+				for range 5 {
+					wg.Go(func() {
+						req, _ := http.NewRequest("GET", e.proxy.url+path, nil)
+						if _, err := e.do(req); err != nil {
+							t.Errorf("burst: %v", err)
+						}
+					})
 				}
+				wg.Wait()
+			}
+			if !eventually(wait, func() bool { burst(); return e.get(path).degraded() != "" }) {
+				t.Fatalf("no trip within %v of bursts of 5 calls", wait)
 			}
 			// Visits leave the window bucket by bucket: the request that
 			// passes may be the 5th allowed, and the next degraded again.
@@ -98,6 +116,7 @@ func TestStrategies(t *testing.T) {
 	}
 
 	t.Run("visit", func(t *testing.T) {
+		t.Parallel()
 		// (b) visitThreshold 5, ten calls: 5 degraded, 429 with Retry-After.
 		windowed(t, "    visitThreshold: 5\n", "/v", "visit", 429, 5, "/v", func(e *env) {
 			if r := e.get("/v"); r.header.Get("Retry-After") == "" {
@@ -113,8 +132,9 @@ func TestStrategies(t *testing.T) {
 	})
 
 	t.Run("timeout", func(t *testing.T) {
-		// (a) timeoutThreshold 90ms, count 5, ten sequential 95ms calls.
-		windowed(t, "    timeoutThreshold: 90ms\n    timeoutCountThreshold: 5\n", "/t?sleep=95ms", "timeout", 503, 5, "/t", func(e *env) {
+		t.Parallel()
+		// (a) timeoutThreshold 100ms, count 5, ten sequential 400ms calls.
+		windowed(t, "    timeoutThreshold: 100ms\n    timeoutCountThreshold: 5\n", "/t?sleep=400ms", "timeout", 503, 5, "/t", func(e *env) {
 			e.metricIs(5, "sds_timeouts_total", "point", "p")
 			if p := e.point("p"); p.Window.Timeouts != 5 {
 				t.Errorf("/status timeouts: got %d, want 5", p.Window.Timeouts)
@@ -123,6 +143,7 @@ func TestStrategies(t *testing.T) {
 	})
 
 	t.Run("exception_rate", func(t *testing.T) {
+		t.Parallel()
 		// (c) exceptionRateThreshold 50, start 5, ten failing calls.
 		windowed(t, "    exceptionRateThreshold: 50\n    exceptionRateStart: 5\n", "/f?status=500", "exception_rate", 503, 50, "/f", func(e *env) {
 			e.metricIs(5, "sds_upstream_errors_total", "point", "p", "kind", "status_5xx")
@@ -130,6 +151,7 @@ func TestStrategies(t *testing.T) {
 	})
 
 	t.Run("exception", func(t *testing.T) {
+		t.Parallel()
 		// exceptionThreshold 5, ten failing calls: the 6th trips.
 		windowed(t, "    exceptionThreshold: 5\n", "/f?status=502", "exception", 503, 5, "/f", func(e *env) {
 			if p := e.point("p"); p.Window.Exceptions != 5 || p.Window.Visits != 10 || p.Window.Degraded != 5 {
@@ -139,8 +161,10 @@ func TestStrategies(t *testing.T) {
 	})
 
 	t.Run("concurrent", func(t *testing.T) {
+		t.Parallel()
 		// (d) concurrentThreshold 2, five concurrent callers x 10 rounds of
-		// 200ms calls: 3 degraded per round, 30 in all.
+		// 500ms calls: 3 degraded per round, 30 in all. A call lasts far
+		// longer than the five take to start, even on a loaded machine.
 		e := setup(t, "10s", 10, pointRoute+"    concurrentThreshold: 2\n")
 		const callers, rounds = 5, 10
 		total := 0
@@ -150,7 +174,7 @@ func TestStrategies(t *testing.T) {
 			var wg sync.WaitGroup
 			for range callers {
 				wg.Go(func() {
-					req, _ := http.NewRequest("GET", e.proxy.url+"/c?sleep=200ms", nil)
+					req, _ := http.NewRequest("GET", e.proxy.url+"/c?sleep=500ms", nil)
 					<-start
 					r, err := e.do(req)
 					if err != nil {
@@ -177,7 +201,7 @@ func TestStrategies(t *testing.T) {
 			total += degraded
 			// The client can see a response end a moment before the
 			// proxy frees its slot: wait for the slots, not for time.
-			if !eventually(2*time.Second, func() bool { v, _ := e.metric("sds_inflight", "point", "p"); return v == 0 }) {
+			if !eventually(wait, func() bool { v, _ := e.metric("sds_inflight", "point", "p"); return v == 0 }) {
 				t.Fatalf("round %d: sds_inflight did not return to 0", round)
 			}
 		}
@@ -189,6 +213,7 @@ func TestStrategies(t *testing.T) {
 	})
 
 	t.Run("token_bucket", func(t *testing.T) {
+		t.Parallel()
 		// (e) 15 tokens/s, size 20, 100 calls fired at once: 80 degraded,
 		// less the tokens refilled while they ran.
 		e := setup(t, "10s", 10, pointRoute+"    tokenBucketGeneratedTokensInSecond: 15\n    tokenBucketSize: 20\n")
@@ -209,7 +234,9 @@ func TestStrategies(t *testing.T) {
 // with "; delay" until a probe succeeds (or the delay passes), then the
 // point starts afresh.
 func TestDelay(t *testing.T) {
+	t.Parallel()
 	t.Run("good probe ends the delay", func(t *testing.T) {
+		t.Parallel()
 		e := setup(t, "10s", 10, "routes:\n  - point: d\n    match: {}\npoints:\n  d:\n    exceptionThreshold: 1\n    delayTime: 30s\n    retryInterval: 300ms\n")
 		if r := e.get("/x?status=500"); r.status != 500 || r.degraded() != "" {
 			t.Fatalf("failing call: got %v, want the upstream's 500", r)
@@ -223,14 +250,14 @@ func TestDelay(t *testing.T) {
 		if r := e.get("/x"); r.status != 503 || r.degraded() != "exception; point=d; delay" {
 			t.Fatalf("in the delay: got %v, want 503 with Sds-Degraded \"exception; point=d; delay\"", r)
 		}
-		e.proxy.waitLog(t, 0, 2*time.Second, pointLog("delay started", "d"))
+		e.proxy.waitLog(t, 0, wait, pointLog("delay started", "d"))
 		if p := e.point("d"); p.State != "delay" {
 			t.Errorf("/status state: got %q, want delay", p.State)
 		}
 		// A probe goes through after retryInterval; it succeeds, which ends
 		// the delay and clears the window.
 		var passedAt time.Time
-		if !eventually(3*time.Second, func() bool {
+		if !eventually(wait, func() bool {
 			r := e.get("/x")
 			if r.degraded() == "" {
 				passedAt = time.Now()
@@ -241,12 +268,12 @@ func TestDelay(t *testing.T) {
 			}
 			return false
 		}) {
-			t.Fatalf("no probe passed within 3s (retryInterval 300ms)")
+			t.Fatalf("no probe passed within %v (retryInterval 300ms)", wait)
 		}
 		if d := passedAt.Sub(tripAt); d < 250*time.Millisecond || d > 2*time.Second {
 			t.Errorf("first probe passed %v after the trip, want about retryInterval (300ms)", d)
 		}
-		e.proxy.waitLog(t, 0, 2*time.Second, pointLog("delay ended", "d"))
+		e.proxy.waitLog(t, 0, wait, pointLog("delay ended", "d"))
 		for range 3 {
 			if r := e.get("/x"); r.status != 200 || r.degraded() != "" {
 				t.Errorf("after the delay: got %v, want 200 (the window was cleared)", r)
@@ -258,19 +285,20 @@ func TestDelay(t *testing.T) {
 	})
 
 	t.Run("failed probe waits another interval", func(t *testing.T) {
+		t.Parallel()
 		e := setup(t, "10s", 10, "routes:\n  - point: d\n    match: {}\npoints:\n  d:\n    exceptionThreshold: 1\n    delayTime: 30s\n    retryInterval: 300ms\n")
 		e.get("/x?status=500")
 		e.get("/x") // trips, starts the delay
 		// Failing probes: each is forwarded (the upstream's 500 comes back).
 		var probes []time.Time
-		eventually(3*time.Second, func() bool {
+		eventually(wait, func() bool {
 			if r := e.get("/x?status=500"); r.degraded() == "" {
 				probes = append(probes, time.Now())
 			}
 			return len(probes) == 2
 		})
 		if len(probes) != 2 {
-			t.Fatalf("failing probes: got %d within 3s, want 2", len(probes))
+			t.Fatalf("failing probes: got %d within %v, want 2", len(probes), wait)
 		}
 		if gap := probes[1].Sub(probes[0]); gap < 250*time.Millisecond {
 			t.Errorf("second probe %v after the first, want about retryInterval (300ms)", gap)
@@ -281,6 +309,7 @@ func TestDelay(t *testing.T) {
 	})
 
 	t.Run("delay passes", func(t *testing.T) {
+		t.Parallel()
 		e := setup(t, "10s", 10, "routes:\n  - point: d\n    match: {}\npoints:\n  d:\n    exceptionThreshold: 1\n    delayTime: 500ms\n")
 		e.get("/x?status=500")
 		tripAt := time.Now()
@@ -288,20 +317,23 @@ func TestDelay(t *testing.T) {
 		if r := e.get("/x"); r.degraded() != "exception; point=d; delay" {
 			t.Fatalf("after the trip: got %v, want degraded in the delay", r)
 		}
-		if !eventually(3*time.Second, func() bool { return e.get("/x").degraded() == "" }) {
+		if !eventually(wait, func() bool { return e.get("/x").degraded() == "" }) {
 			t.Fatalf("still degraded 3s after a 500ms delay")
 		}
 		if d := time.Since(tripAt); d < 450*time.Millisecond {
 			t.Errorf("delay ended %v after the trip, want at least delayTime (500ms)", d)
 		}
-		e.proxy.waitLog(t, 0, 2*time.Second, pointLog("delay ended", "d"))
+		e.proxy.waitLog(t, 0, wait, pointLog("delay ended", "d"))
 	})
 }
 
 // TestHungUpstream checks that a call that never ends trips the timeout
-// strategy within timeoutThreshold + 100ms, and that degraded answers are
-// then fast.
+// strategy at about timeoutThreshold (200ms; within 1s, where a proxy that
+// counted the call only at its end would never trip), and that degraded
+// answers are then fast: well under the threshold, against a call that
+// hangs.
 func TestHungUpstream(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: hung\n    match: {}\npoints:\n  hung:\n    timeoutThreshold: 200ms\n    timeoutCountThreshold: 1\n")
 	// Open the connections first (client to proxy, proxy to upstream), so
 	// that dialling does not blur the measurement.
@@ -327,7 +359,7 @@ func TestHungUpstream(t *testing.T) {
 	}()
 
 	var tripAt time.Duration
-	if !eventually(3*time.Second, func() bool {
+	if !eventually(wait, func() bool {
 		r := e.get("/fast")
 		if r.degraded() != "" {
 			tripAt = time.Since(start)
@@ -338,11 +370,11 @@ func TestHungUpstream(t *testing.T) {
 		}
 		return false
 	}) {
-		t.Fatalf("a hung call did not trip timeoutThreshold 200ms within 3s")
+		t.Fatalf("a hung call did not trip timeoutThreshold 200ms within %v", wait)
 	}
 	t.Logf("hung upstream: first degraded answer %v after the hung call started", tripAt)
-	if tripAt < 200*time.Millisecond || tripAt > 300*time.Millisecond {
-		t.Errorf("first degraded answer after %v, want within [200ms, 300ms]", tripAt)
+	if tripAt < 200*time.Millisecond || tripAt > time.Second {
+		t.Errorf("first degraded answer after %v, want within [200ms, 1s]", tripAt)
 	}
 
 	var took []time.Duration
@@ -354,8 +386,8 @@ func TestHungUpstream(t *testing.T) {
 		took = append(took, r.took)
 	}
 	slices.Sort(took)
-	if median := took[len(took)/2]; median >= 50*time.Millisecond {
-		t.Errorf("degraded answers: median %v, want under 50ms (all: %v)", median, took)
+	if median := took[len(took)/2]; median >= 100*time.Millisecond {
+		t.Errorf("degraded answers: median %v, want under 100ms, half the threshold (all: %v)", median, took)
 	}
 	if p := e.point("hung"); p.Window.InFlight != 1 || p.Window.Timeouts != 1 {
 		t.Errorf("/status while hung: got %+v, want 1 in flight and 1 timeout", p.Window)
@@ -364,7 +396,7 @@ func TestHungUpstream(t *testing.T) {
 	if err := <-hungDone; !errors.Is(err, context.Canceled) {
 		t.Errorf("hung call: got %v, want context.Canceled", err)
 	}
-	if !eventually(2*time.Second, func() bool { _, inFlight := e.upstreamStats(); return inFlight == 0 }) {
+	if !eventually(wait, func() bool { _, inFlight := e.upstreamStats(); return inFlight == 0 }) {
 		t.Errorf("the upstream still serves the hung call after the client went away")
 	}
 }
@@ -372,6 +404,7 @@ func TestHungUpstream(t *testing.T) {
 // TestFallback checks that a degraded answer is exactly the point's
 // fallback, from body or bodyFile, and the default one.
 func TestFallback(t *testing.T) {
+	t.Parallel()
 	needBinaries(t)
 	dir := t.TempDir()
 	bodyFile := filepath.Join(dir, "maintenance.html")
@@ -445,6 +478,7 @@ points:
 // TestShadowMode checks that a shadow point degrades nothing and reports
 // every would-be trip.
 func TestShadowMode(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: sh\n    match: {}\npoints:\n  sh:\n    visitThreshold: 5\n    mode: shadow\n")
 	shadowed := 0
 	for i := range 10 {
@@ -474,12 +508,13 @@ func TestShadowMode(t *testing.T) {
 	if p.State != "tripped" || p.Mode != "shadow" || p.Window.Visits != 10 || p.Window.Degraded != 5 {
 		t.Errorf("/status: got %+v, want tripped, shadow, 10 visits and 5 degraded", p)
 	}
-	e.proxy.waitLog(t, 0, 2*time.Second, pointLog("point tripped", "sh"))
+	e.proxy.waitLog(t, 0, wait, pointLog("point tripped", "sh"))
 }
 
 // TestPointOptions checks pressure-test traffic, downgradeRate 0 and a
 // request that matches no route.
 func TestPointOptions(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, `pressureTestHeader: X-Pressure-Test
 routes:
   - point: pt
@@ -519,6 +554,7 @@ points:
 // TestUpstreamErrors checks 502, 504, fallbackOnError, and a client that
 // goes away.
 func TestUpstreamErrors(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, `routes:
   - point: plain
     match: {pathPrefix: /plain}

@@ -27,6 +27,7 @@ import (
 // trailers-only answer with grpc-status 14 and the fallback's grpcMessage,
 // never the fallback's HTTP status and body.
 func TestH2CGRPC(t *testing.T) {
+	t.Parallel()
 	needBinaries(t)
 	e := &env{t: t, dir: t.TempDir(), upstream: "h2c://" + startUpstream(t, "-h2c")}
 	e.config = filepath.Join(e.dir, "sds.yaml")
@@ -79,7 +80,7 @@ func TestH2CGRPC(t *testing.T) {
 	if got := resp.Trailer.Get("Grpc-Status"); got != "14" {
 		t.Errorf("failing call: trailer grpc-status %q, want 14 relayed", got)
 	}
-	if !eventually(2*time.Second, func() bool { return e.point("p").Window.Exceptions == 1 }) {
+	if !eventually(wait, func() bool { return e.point("p").Window.Exceptions == 1 }) {
 		t.Errorf("exceptions after grpc-status 14 in the trailers: got %d, want 1", e.point("p").Window.Exceptions)
 	}
 
@@ -95,6 +96,7 @@ func TestH2CGRPC(t *testing.T) {
 // with no grpcStatus or grpcMessage, is a warning: validate prints it as
 // FILE:LINE:COL: warning: message, then OK, and exits 0.
 func TestValidateGRPCWarning(t *testing.T) {
+	t.Parallel()
 	needBinaries(t)
 	path := filepath.Join(t.TempDir(), "sds.yaml")
 	config := "upstream: h2c://127.0.0.1:9\n" + pointRoute + "    visitThreshold: 5\n    fallback: {status: 503, body: busy}\n"
@@ -115,6 +117,7 @@ func TestValidateGRPCWarning(t *testing.T) {
 // that a WebSocket passes through, and that neither holds its point's
 // timeout or concurrency past the response headers.
 func TestStreams(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, `routes:
   - point: sse
     match: {path: /sse}
@@ -129,7 +132,7 @@ points:
 `)
 	t.Run("SSE", func(t *testing.T) {
 		start := time.Now()
-		resp, err := e.client.Get(e.proxy.url + "/sse?events=5&interval=200ms")
+		resp, err := e.client.Get(e.proxy.url + "/sse?events=5&interval=300ms")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,14 +156,17 @@ points:
 			t.Errorf("after the last event: got %q, want the end", rest)
 		}
 		t.Logf("SSE events arrived at %v", arrived)
-		if arrived[0] > 400*time.Millisecond {
-			t.Errorf("first event arrived after %v, want it at once (the stream takes 800ms)", arrived[0])
+		// The events are sent 300ms apart: they arrive as sent, spread over
+		// the stream's 1.2s, not together at its end (a load that delays
+		// the reader by 600ms would be needed to make them look so).
+		if spread := arrived[4] - arrived[0]; spread < 600*time.Millisecond {
+			t.Errorf("events arrived within %v of each other, want them spread over the stream's 1.2s", spread)
 		}
-		if arrived[4] < 700*time.Millisecond {
-			t.Errorf("last event arrived after %v, want about 800ms", arrived[4])
+		if arrived[4] < 1100*time.Millisecond {
+			t.Errorf("last event arrived after %v, want about 1.2s", arrived[4])
 		}
 		// The stream's call ended at its headers: no timeout was counted
-		// though it lasted 800ms against a 100ms threshold.
+		// though it lasted 1.2s against a 100ms threshold.
 		e.metricIs(0, "sds_timeouts_total", "point", "sse")
 		if r := e.get("/sse?events=1"); r.degraded() != "" || r.body != "data: 1\n\n" {
 			t.Errorf("second stream: got %v, want it passed", r)
@@ -203,6 +209,7 @@ points:
 
 // TestLargeBody checks that a large response passes through intact.
 func TestLargeBody(t *testing.T) {
+	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    timeoutThreshold: 5s\n    timeoutCountThreshold: 5\n")
 	const n = 8 << 20
 	r := e.get("/big?body=" + strconv.Itoa(n))

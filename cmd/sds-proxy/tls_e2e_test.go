@@ -68,6 +68,7 @@ func writeCert(t *testing.T, dir string, serial int64) *x509.Certificate {
 // client that sends no SNI (a probe dialling the pod IP), and picks up a
 // rotated certificate without a restart.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	certDir := t.TempDir()
 	first := writeCert(t, certDir, 1)
 	e := setup(t, "10s", 10, strings.Join([]string{
@@ -116,8 +117,8 @@ func TestTLS(t *testing.T) {
 	}
 
 	writeCert(t, certDir, 2)
-	if !eventually(5*time.Second, func() bool { return served() == 2 }) {
-		t.Errorf("the rotated certificate (serial 2) was not served within 5s; still serial %d", served())
+	if !eventually(wait, func() bool { return served() == 2 }) {
+		t.Errorf("the rotated certificate (serial 2) was not served within %v; still serial %d", wait, served())
 	}
 
 	// The directory deleted and made again, as a volume may be: the
@@ -129,7 +130,7 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeCert(t, certDir, 3)
-	if !eventually(5*time.Second, func() bool { return served() == 3 }) {
-		t.Errorf("the certificate in a recreated directory (serial 3) was not served within 5s; still serial %d", served())
+	if !eventually(wait, func() bool { return served() == 3 }) {
+		t.Errorf("the certificate in a recreated directory (serial 3) was not served within %v; still serial %d", wait, served())
 	}
 }
