@@ -96,6 +96,26 @@ func (c *client) closedByServer() bool {
 	return err != nil && !(errors.As(err, &ne) && ne.Timeout())
 }
 
+// noSoftIdle is a SoftIdleTimeout no test reaches: over the soft limit
+// (3/4 of Max) the default, 5s, would close idle connections of a test
+// slowed down by a loaded machine.
+const noSoftIdle = time.Hour
+
+// dialIdle opens n keep-alive connections one after the other, each served
+// once and idle before the next is dialled, so that they became idle in
+// dial order.
+func dialIdle(t *testing.T, lim *connlimit.Limiter, addr string, n int) []*client {
+	t.Helper()
+	var cs []*client
+	for i := range n {
+		c := dial(t, addr)
+		c.mustGet(t)
+		waitStats(t, lim, fmt.Sprintf("%d idle", i+1), func(s connlimit.Stats) bool { return s.Idle == i+1 })
+		cs = append(cs, c)
+	}
+	return cs
+}
+
 // waitStats polls lim until cond holds, for up to 5s.
 func waitStats(t *testing.T, lim *connlimit.Limiter, what string, cond func(connlimit.Stats) bool) {
 	t.Helper()
@@ -111,15 +131,9 @@ func waitStats(t *testing.T, lim *connlimit.Limiter, what string, cond func(conn
 }
 
 func TestServerEvictsOldestIdle(t *testing.T) {
-	lim := connlimit.New(connlimit.Options{Max: 3})
+	lim := connlimit.New(connlimit.Options{Max: 3, SoftIdleTimeout: noSoftIdle})
 	addr := serve(t, lim, ok)
-	var cs []*client
-	for range 3 {
-		c := dial(t, addr)
-		c.mustGet(t)
-		cs = append(cs, c)
-	}
-	waitStats(t, lim, "3 idle", func(s connlimit.Stats) bool { return s.Idle == 3 })
+	cs := dialIdle(t, lim, addr, 3)
 	fresh := dial(t, addr)
 	fresh.mustGet(t)
 	if !cs[0].closedByServer() {
@@ -152,7 +166,7 @@ func (b *blocking) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestServerRefusesWhenAllActive(t *testing.T) {
-	lim := connlimit.New(connlimit.Options{Max: 2})
+	lim := connlimit.New(connlimit.Options{Max: 2, SoftIdleTimeout: noSoftIdle})
 	h := &blocking{release: make(chan struct{})}
 	addr := serve(t, lim, h)
 	var busy []*client
@@ -190,7 +204,7 @@ func TestServerRefusesWhenAllActive(t *testing.T) {
 }
 
 func TestServerHijackedCountsUntilClosed(t *testing.T) {
-	lim := connlimit.New(connlimit.Options{Max: 1})
+	lim := connlimit.New(connlimit.Options{Max: 1, SoftIdleTimeout: noSoftIdle})
 	hijacked := make(chan net.Conn, 1)
 	addr := serve(t, lim, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _, err := http.NewResponseController(w).Hijack()
@@ -218,12 +232,10 @@ func TestServerSoftIdle(t *testing.T) {
 	const softIdle = 20 * time.Millisecond
 	lim := connlimit.New(connlimit.Options{Max: 4, SoftIdleTimeout: softIdle})
 	addr := serve(t, lim, ok)
-	var cs []*client
-	for range 4 {
-		c := dial(t, addr)
-		c.mustGet(t)
-		cs = append(cs, c)
-	}
+	cs := dialIdle(t, lim, addr, 3)
+	fourth := dial(t, addr)
+	fourth.mustGet(t)
+	cs = append(cs, fourth)
 	// 4 open is over the soft limit of 3: the oldest idle one goes after
 	// softIdle, and the other three stay under the server's IdleTimeout.
 	waitStats(t, lim, "one shed", func(s connlimit.Stats) bool { return s.SoftClosed == 1 })
@@ -243,7 +255,7 @@ func TestServerSoftIdle(t *testing.T) {
 // TestServerTLSAndHTTP2: the Limiter under tls.NewListener; an HTTP/2
 // connection counts once, active while any stream is.
 func TestServerTLSAndHTTP2(t *testing.T) {
-	lim := connlimit.New(connlimit.Options{Max: 1})
+	lim := connlimit.New(connlimit.Options{Max: 1, SoftIdleTimeout: noSoftIdle})
 	h := &blocking{release: make(chan struct{})}
 	var release sync.Once
 	unblock := func() { release.Do(func() { close(h.release) }) }
@@ -261,6 +273,7 @@ func TestServerTLSAndHTTP2(t *testing.T) {
 	defer srv.Close()
 	defer unblock() // before Close, which waits for the handlers
 	cl := srv.Client()
+	cl.Timeout = 10 * time.Second
 
 	get := func(cl *http.Client, path string) {
 		resp, err := cl.Get(srv.URL + path)
@@ -289,7 +302,7 @@ func TestServerTLSAndHTTP2(t *testing.T) {
 	waitStats(t, lim, "1 idle connection", func(s connlimit.Stats) bool { return s.Idle == 1 && s.Open() == 1 })
 
 	// A second client's connection evicts the idle HTTP/2 one.
-	other := &http.Client{Transport: cl.Transport.(*http.Transport).Clone()}
+	other := &http.Client{Transport: cl.Transport.(*http.Transport).Clone(), Timeout: 10 * time.Second}
 	defer other.CloseIdleConnections()
 	get(other, "/")
 	if st := lim.Stats(); st.Evicted != 1 || st.Open() != 1 {
@@ -300,7 +313,7 @@ func TestServerTLSAndHTTP2(t *testing.T) {
 // TestServerH2C: cleartext HTTP/2, which net/http reports through a
 // stand-in *tls.Conn, counts once too.
 func TestServerH2C(t *testing.T) {
-	lim := connlimit.New(connlimit.Options{Max: 4})
+	lim := connlimit.New(connlimit.Options{Max: 4, SoftIdleTimeout: noSoftIdle})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
