@@ -1,4 +1,5 @@
-// Package config reads sds.yaml: the schema of SPEC §3, strict decoding with
+// Package config reads sds.yaml: the schema of the README's Configuration
+// section, strict decoding with
 // line:col positions, defaults, validation that gathers every problem, the
 // difference between two configs, and a watcher that hot-reloads the file.
 //
@@ -55,7 +56,7 @@ type File struct {
 	// PressureTestHeader names the request header that marks pressure-test
 	// traffic when its value is 1 or true. Default "" (no pressure tests).
 	PressureTestHeader string
-	// AccessLog turns on the access log (SPEC §8). Default false.
+	// AccessLog turns on the access log (README, Logs). Default false.
 	AccessLog bool
 	// DrainTimeout is how long SIGTERM waits for in-flight requests before
 	// exiting. Default 25s; 0 exits without waiting.
@@ -87,7 +88,8 @@ func (f *File) Point(name string) *Point {
 	return nil
 }
 
-// TLS is the inbound TLS setting (SPEC §7). At most one of the certificate
+// TLS is the inbound TLS setting (README, "TLS, HTTP/2 and gRPC"). At most
+// one of the certificate
 // pair and ACME is set.
 type TLS struct {
 	// CertFile and KeyFile are PEM files, both or neither. A relative path

@@ -95,7 +95,8 @@ func (d *decoded) good(ls ...loc) bool {
 	return true
 }
 
-// decoder walks the YAML node tree by the schema of SPEC §3.
+// decoder walks the YAML node tree by the schema of sds.yaml (README,
+// Configuration).
 type decoder struct {
 	p      *problems
 	out    *decoded

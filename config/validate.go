@@ -24,7 +24,8 @@ const (
 	maxConnectionsLimit = 1_000_000
 )
 
-// checker runs the rules of SPEC §3 over a decoded file. Each rule reports
+// checker runs the rules of the README's Configuration section over a
+// decoded file. Each rule reports
 // at the position of the key it is about and skips keys whose value was of
 // the wrong type (already reported by decode).
 type checker struct {

@@ -111,7 +111,7 @@ func sdsValue(t limiter.Threshold) int64 {
 }
 
 // combinations checks the settings of a point that only work together
-// (SPEC §3: settings that would silently do nothing are errors).
+// (README, Configuration: settings that would silently do nothing are errors).
 func (c *checker) combinations(p *Point) {
 	// on reports whether a setting is present, well typed and above floor.
 	// off reports whether it is absent, or well typed and at most floor.

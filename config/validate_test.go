@@ -9,7 +9,8 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
-// TestDecodeProblems covers the strict decoding of SPEC §3: each row is a
+// TestDecodeProblems covers the strict decoding of sds.yaml (README,
+// Configuration): each row is a
 // file and every problem it must report, as LINE:COL: and a part of the
 // message.
 func TestDecodeProblems(t *testing.T) {

@@ -2,7 +2,7 @@
 // service may be called or the request must be degraded, in the manner of
 // Didi's SDS. It keeps per-point sliding-window counts, the in-flight count,
 // a token bucket and the delay state, and judges the strategies of
-// SPEC §4 in order: visit, token_bucket, concurrent, timeout, exception,
+// the README's Semantics section in order: visit, token_bucket, concurrent, timeout, exception,
 // exception_rate.
 //
 // The package does no I/O and has no clock: every method takes the instant

@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// model is a reference implementation of SPEC §4 for one point, written to
+// model is a reference implementation of the README's Semantics for one
+// point, written to
 // be obviously correct rather than fast: one goroutine, a plain list of
 // timestamped counts, window sums recomputed by filtering the list, a token
 // bucket kept as nanoseconds of credit. TestModel drives it and a Point

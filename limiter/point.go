@@ -161,7 +161,7 @@ func (p *Point) TimeoutThreshold() time.Duration {
 	return p.s.TimeoutThreshold
 }
 
-// Enter judges one request at now (SPEC §4) and counts it. pressureTest
+// Enter judges one request at now (README, Semantics) and counts it. pressureTest
 // marks pressure-test traffic. When the Verdict allows the request, c is
 // filled and the caller must call c.Exit once the call ends; otherwise c is
 // left empty and its Exit does nothing. Enter does not allocate.
@@ -228,7 +228,8 @@ func (j *judgement) load(w *window, cur int64) {
 	j.counts, j.exact = w.sum(cur), true
 }
 
-// judge applies the strategies in order (SPEC §4.3) and stops at the first
+// judge applies the strategies in order (README, Semantics, step 3) and
+// stops at the first
 // that fails. It reads the exact window counts only when it must: see
 // window for the bound that spares the visit strategy the sum.
 func (p *Point) judge(now time.Time, cur int64) (j judgement) {

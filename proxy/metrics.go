@@ -11,7 +11,8 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 )
 
-// Metrics are the proxy's Prometheus metrics (SPEC §6), registered on the
+// Metrics are the proxy's Prometheus metrics (README, Admin port),
+// registered on the
 // registry passed to NewMetrics. Labels carry point names, never paths.
 type Metrics struct {
 	requests   *prometheus.CounterVec   // point, result

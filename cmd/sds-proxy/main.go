@@ -1,5 +1,5 @@
 // Command sds-proxy is a sidecar reverse proxy that enforces service
-// degradation in the manner of Didi's SDS. See the README and SPEC for the
+// degradation in the manner of Didi's SDS. See the README for the
 // contract; `sds-proxy demo` runs it in front of a built-in demo service.
 package main
 

@@ -18,7 +18,8 @@ import (
 	"github.com/sds-proxy/sds-proxy/config"
 )
 
-// newTLSConfig serves inbound TLS through certmagic (SPEC §7): a
+// newTLSConfig serves inbound TLS through certmagic (README, "TLS, HTTP/2
+// and gRPC"): a
 // certificate pair from files, or certificates obtained by ACME. HTTP/2 is
 // offered; OCSP stapling is off (it would reach the network for our own
 // certificates); a client that sends no SNI (a probe dialling the pod IP)
