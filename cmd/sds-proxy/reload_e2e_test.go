@@ -192,6 +192,26 @@ func (e *env) applied(v string, timeout time.Duration) time.Duration {
 	return time.Since(start)
 }
 
+// opened waits up to timeout for the file at path to be opened, by anyone,
+// from the call on, and reports whether it was. It watches with inotify's
+// IN_OPEN, which fsnotify does not offer.
+func opened(t *testing.T, path string, timeout time.Duration) bool {
+	t.Helper()
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
+	if err != nil {
+		t.Fatalf("inotify: %v", err)
+	}
+	f := os.NewFile(uintptr(fd), "inotify") // non-blocking: read deadlines work
+	defer f.Close()
+	if _, err := syscall.InotifyAddWatch(fd, path, syscall.IN_OPEN); err != nil {
+		t.Fatalf("inotify watch of %s: %v", path, err)
+	}
+	f.SetReadDeadline(time.Now().Add(timeout))
+	var buf [4096]byte
+	n, err := f.Read(buf[:])
+	return err == nil && n > 0
+}
+
 // TestWatchInotifyExhausted runs the proxy as UID 65532 while another
 // process of that UID holds every inotify instance the kernel allows it,
 // as on a busy node of distroless containers. The proxy says once that it
@@ -294,30 +314,44 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 }
 
 // TestWatchTruncatingWriter writes the file the way `>` in a shell does:
-// truncated, and the new content 50ms later (a fifth of the watcher's
-// 250ms settle time, so that a loaded machine cannot stretch the pause past
-// it). The empty file is never rejected, and the new content applies. The
-// rounds also measure the time for an edit to apply by the watch.
+// truncated, and the new content later: once the proxy has opened the
+// empty file (seen by inotify), so that every round goes through the
+// watcher's settle time (250ms), and a loaded machine can neither skip it
+// (a write before the read) nor outlast it by much (the write follows the
+// read at once). The empty file is never rejected, and the new content
+// applies. Rounds of an editor's rename first measure the time for an edit
+// to apply by the watch.
 func TestWatchTruncatingWriter(t *testing.T) {
 	t.Parallel()
 	e := setup(t, "10s", 10, watchBody("0"))
 	header := configHeader(e.upstream, "10s", 10)
 	mark := e.proxy.stderr.mark()
+
+	// An editor's rename, for the time an edit takes to apply by the watch.
+	// Once one applied, the watcher's first read, at its start, is over:
+	// the proxy's next read of the file follows the next change.
 	var took []time.Duration
 	for i := range 5 {
-		v := []string{"1000", "0"}[i%2]
+		took = append(took, e.applied([]string{"1000", "0"}[i%2], wait))
+	}
+	t.Logf("edit applied by inotify after %v (median %v)", took, median(took))
+
+	took = took[:0]
+	var empty []time.Duration
+	for i := range 5 {
+		v := []string{"0", "1000"}[i%2] // the renames left 1000
 		start := time.Now()
 		f, err := os.OpenFile(e.config, os.O_WRONLY|os.O_TRUNC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		written := make(chan error, 1)
-		// The pause is the writer's: the file stays empty this long.
-		time.AfterFunc(50*time.Millisecond, func() {
-			_, err := f.WriteString(header + watchBody(v))
-			written <- errors.Join(err, f.Close())
-		})
-		if err := <-written; err != nil {
+		// Our own open is done: the next one is the proxy's read.
+		if !opened(t, e.config, wait) {
+			t.Fatalf("round %d: the proxy did not read the truncated file within %v", i+1, wait)
+		}
+		empty = append(empty, time.Since(start))
+		_, err = f.WriteString(header + watchBody(v))
+		if err := errors.Join(err, f.Close()); err != nil {
 			t.Fatal(err)
 		}
 		if !eventually(wait, func() bool { return (e.get("/r").degraded() != "") == (v == "0") }) {
@@ -325,18 +359,11 @@ func TestWatchTruncatingWriter(t *testing.T) {
 		}
 		took = append(took, time.Since(start))
 	}
-	t.Logf("truncated, written 50ms later, applied after %v (median %v)", took, median(took))
+	t.Logf("truncated, read empty by the proxy after %v, applied after %v (median %v)", empty, took, median(took))
 	if n := e.proxy.countLog(mark, msgStarts("config rejected")); n != 0 {
-		t.Errorf("%d \"config rejected\" lines for a file empty for 50ms, want none", n)
+		t.Errorf("%d \"config rejected\" lines for a file read while empty, want none", n)
 	}
 	e.metricIs(0, "sds_config_reloads_total", "result", "failure")
-
-	// An editor's rename, for the time an edit takes to apply by the watch.
-	took = took[:0]
-	for i := range 5 {
-		took = append(took, e.applied([]string{"1000", "0"}[i%2], wait))
-	}
-	t.Logf("edit applied by inotify after %v (median %v)", took, median(took))
 }
 
 // TestReloadRefusedByTheProcess: a file that validates but that the
