@@ -655,3 +655,42 @@ func TestDemo(t *testing.T) {
 		t.Errorf("slow did not recover within %v after the service was healed (retryInterval 2s)", wait)
 	}
 }
+
+// TestMemoryLimitFromTheContainer: the proxy sets Go's soft memory limit
+// to 90% of the container's limit given by the downward API, says so in
+// its log, and refuses to start on a limit that is not a byte count.
+func TestMemoryLimitFromTheContainer(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	upstream := "http://" + startUpstream(t)
+	args := []string{"run", "-upstream", upstream, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0"}
+
+	cmd := command("sds-proxy", args...)
+	cmd.Dir = t.TempDir() // no sds.yaml: a plain proxy
+	cmd.Env = append(cmd.Environ(), "GOMEMLIMIT=", "SDS_MEMORY_LIMIT=134217728")
+	p, err := start(t, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp := serving(t, p)
+	e := pp.waitLog(t, 0, wait, msgIs("memory limit"))
+	if e["bytes"] != float64(134217728/100*90) || e["from"] != "SDS_MEMORY_LIMIT" {
+		t.Errorf("memory limit line: got %v, want 90%% of 134217728 from SDS_MEMORY_LIMIT", e)
+	}
+
+	cmd = command("sds-proxy", args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(cmd.Environ(), "GOMEMLIMIT=", "SDS_MEMORY_LIMIT=128Mi")
+	bad, err := start(t, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-bad.exited:
+	case <-time.After(wait):
+		t.Fatalf("SDS_MEMORY_LIMIT=128Mi: the proxy did not exit within %v", wait)
+	}
+	if bad.err == nil || !strings.Contains(bad.stderr.String(), `SDS_MEMORY_LIMIT="128Mi": want the container's memory limit in bytes`) {
+		t.Errorf("SDS_MEMORY_LIMIT=128Mi: got exit %v and %q, want exit 1 and the reason", bad.err, bad.stderr)
+	}
+}

@@ -10,10 +10,30 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 )
 
-// version is stamped at build time with -ldflags "-X main.version=...".
+// version is stamped at build time with -ldflags "-X main.version=..."
+// (it must stay a constant string for -X to set it); versionString is
+// what the binary reports.
 var version = "dev"
+
+// versionString returns the stamped version, or else the module version
+// that `go install github.com/sds-proxy/sds-proxy/cmd/sds-proxy@v1.2.3`
+// records in the binary, or else "dev" (a build from a checkout).
+func versionString() string { return moduleVersion(version, debug.ReadBuildInfo) }
+
+// moduleVersion returns stamped when a build stamped it (anything but
+// "dev"), else the main module's version from readBuildInfo, else "dev".
+func moduleVersion(stamped string, readBuildInfo func() (*debug.BuildInfo, bool)) string {
+	if stamped != "dev" {
+		return stamped
+	}
+	if bi, ok := readBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return stamped
+}
 
 // errInvalid ends a command that has already printed why it failed
 // (validate's problem list), so main exits 1 without printing more.
@@ -45,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "demo":
 		return demo(ctx, args, stdout, stderr)
 	case "version":
-		fmt.Fprintf(stdout, "sds-proxy %s %s\n", version, runtime.Version())
+		fmt.Fprintf(stdout, "sds-proxy %s %s\n", versionString(), runtime.Version())
 		return nil
 	case "help":
 		fmt.Fprint(stdout, usage)

@@ -57,7 +57,10 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	sigs.handle(log, stop)
-	log.Info("starting", zap.String("version", version))
+	log.Info("starting", zap.String("version", versionString()))
+	if err := applyMemoryLimit(log); err != nil {
+		return err
+	}
 
 	file, watched, err := loadConfig(flags.path, flags.configGiven, flags.opts)
 	if err != nil {
@@ -255,7 +258,7 @@ func (in *instance) announce(file *config.File, onServing serving) {
 	proxyAddr, adminAddr := in.proxyLn.Addr().String(), in.adminLn.Addr().String()
 	in.log.Info("serving", zap.String("proxy_addr", proxyAddr), zap.String("admin_addr", adminAddr),
 		zap.String("upstream", file.Upstream), zap.String("config", file.Path), zap.Int("points", len(file.Points)),
-		zap.String("version", version))
+		zap.String("version", versionString()))
 	if onServing != nil {
 		onServing(proxyAddr, adminAddr)
 	}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"io/fs"
+	"strings"
+	"testing"
+)
+
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		cgroup  string // "" when the file does not exist
+		want    int64
+		from    string
+		wantErr string
+	}{
+		{"nothing to follow", nil, "", 0, "", ""},
+		{"cgroup without a limit", nil, "max\n", 0, "", ""},
+		{"cgroup limit", nil, "134217728\n", 120795930, cgroupMemoryMax, ""},
+		{"downward API", map[string]string{memoryLimitEnv: "134217728"}, "", 120795930, memoryLimitEnv, ""},
+		{"downward API before cgroup", map[string]string{memoryLimitEnv: "200"}, "134217728\n", 180, memoryLimitEnv, ""},
+		{"GOMEMLIMIT wins", map[string]string{"GOMEMLIMIT": "64MiB", memoryLimitEnv: "134217728"}, "134217728\n", 0, "", ""},
+		{"a limit that is not bytes", map[string]string{memoryLimitEnv: "128Mi"}, "", 0, "", "want the container's memory limit in bytes"},
+		{"a zero limit", map[string]string{memoryLimitEnv: "0"}, "", 0, "", "want the container's memory limit in bytes"},
+		{"a cgroup file that lies", nil, "lots\n", 0, "", "want a byte count or max"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string { return tc.env[k] }
+			readFile := func(name string) ([]byte, error) {
+				if name != cgroupMemoryMax || tc.cgroup == "" {
+					return nil, fs.ErrNotExist
+				}
+				return []byte(tc.cgroup), nil
+			}
+			got, from, err := memoryLimit(getenv, readFile)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %d, %v; want an error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want || from != tc.from {
+				t.Errorf("got %d from %q (%v), want %d from %q", got, from, err, tc.want, tc.from)
+			}
+		})
+	}
+}
