@@ -225,20 +225,7 @@ func TestContentLengthWithTransferEncoding(t *testing.T) {
 func TestSIGHUPDuringDrain(t *testing.T) {
 	t.Parallel()
 	e := setup(t, "10s", 10, "routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    visitThreshold: 1000\n")
-	slow := make(chan reply, 1)
-	go func() {
-		// 3s: far longer than SIGTERM and SIGHUP take to be handled, and
-		// within the 5s drainTimeout.
-		req, _ := http.NewRequest("GET", e.proxy.url+"/slow?sleep=3s", nil)
-		r, err := e.do(req)
-		if err != nil {
-			t.Errorf("slow call: %v", err)
-		}
-		slow <- r
-	}()
-	if !eventually(wait, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
-		t.Fatalf("the slow call never reached the upstream")
-	}
+	slow := e.slowCallInFlight()
 	mark := e.proxy.stderr.mark()
 	e.proxy.signal(syscall.SIGTERM)
 	e.proxy.waitLog(t, mark, wait, msgIs("draining"))
@@ -339,20 +326,7 @@ func TestSIGTERMDrains(t *testing.T) {
 	if r := e.getURL(e.proxy.admin + "/healthz"); r.status != 200 {
 		t.Fatalf("/healthz: got %v, want 200", r)
 	}
-	slow := make(chan reply, 1)
-	go func() {
-		// 3s: far longer than /readyz takes to turn 503 after SIGTERM, and
-		// within the 5s drainTimeout.
-		req, _ := http.NewRequest("GET", e.proxy.url+"/slow?sleep=3s", nil)
-		r, err := e.do(req)
-		if err != nil {
-			t.Errorf("slow call: %v", err)
-		}
-		slow <- r
-	}()
-	if !eventually(wait, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
-		t.Fatalf("the slow call never reached the upstream")
-	}
+	slow := e.slowCallInFlight()
 	e.proxy.signal(syscall.SIGTERM)
 
 	admin := newClient(t)
@@ -693,4 +667,25 @@ func TestMemoryLimitFromTheContainer(t *testing.T) {
 	if bad.err == nil || !strings.Contains(bad.stderr.String(), `SDS_MEMORY_LIMIT="128Mi": want the container's memory limit in bytes`) {
 		t.Errorf("SDS_MEMORY_LIMIT=128Mi: got exit %v and %q, want exit 1 and the reason", bad.err, bad.stderr)
 	}
+}
+
+// slowCallInFlight starts a call that the upstream answers after 3s and
+// returns once the upstream holds it; its reply arrives on the channel.
+// 3s is far longer than SIGTERM, SIGHUP and /readyz take to be handled,
+// and within the 5s drainTimeout of the tests' configs.
+func (e *env) slowCallInFlight() <-chan reply {
+	e.t.Helper()
+	slow := make(chan reply, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", e.proxy.url+"/slow?sleep=3s", nil)
+		r, err := e.do(req)
+		if err != nil {
+			e.t.Errorf("slow call: %v", err)
+		}
+		slow <- r
+	}()
+	if !eventually(wait, func() bool { _, n := e.upstreamStats(); return n == 1 }) {
+		e.t.Fatalf("the slow call never reached the upstream")
+	}
+	return slow
 }
