@@ -125,27 +125,14 @@ func TestNormalizePathAllocs(t *testing.T) {
 // TestRouteAllocs: routing a request whose path is normal allocates
 // nothing, host and port matching included.
 func TestRouteAllocs(t *testing.T) {
-	p := &Point{name: "p"}
-	var routes []Route
-	for _, r := range []Route{
-		{Point: p, Methods: []string{"POST"}, Path: "/api/orders"},
-		{Point: p, PathPrefix: "/api/orders", Host: "shop.example:8443"},
-		{Point: p, PathPrefix: "/static/", Host: "[::1]"},
-		{Point: p, PathPrefix: "/api/orders"},
-	} {
-		rt, err := NewRoute(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		routes = append(routes, rt)
-	}
+	routes := benchRoutes(t)
 	r, err := http.NewRequest(http.MethodGet, "http://shop.example:8443/api/orders/7?x=1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	allocs := testing.AllocsPerRun(100, func() {
 		path, _, err := requestPath(r)
-		if err != nil || route(routes, r, path) != p {
+		if err != nil || route(routes, r, path) != routes[0].Point {
 			t.Fatal("no route")
 		}
 	})
@@ -252,20 +239,7 @@ func FuzzNormalizePath(f *testing.F) {
 // normalised, its host split, and a table of routes tried in order (the
 // last one matches), for a normal path and a dirty one.
 func BenchmarkRouting(b *testing.B) {
-	p := &Point{name: "p"}
-	var routes []Route
-	for _, r := range []Route{
-		{Point: p, Methods: []string{"POST"}, Path: "/api/orders"},
-		{Point: p, PathPrefix: "/api/orders", Host: "shop.example:8443"},
-		{Point: p, PathPrefix: "/static/", Host: "[::1]"},
-		{Point: p, PathPrefix: "/api/orders"},
-	} {
-		rt, err := NewRoute(r)
-		if err != nil {
-			b.Fatal(err)
-		}
-		routes = append(routes, rt)
-	}
+	routes := benchRoutes(b)
 	for _, bc := range []struct{ name, target string }{
 		{"normal", "http://a.example:8080/api/orders/7/items?x=1"},
 		{"dirty", "http://a.example:8080/soak/%2e%2e/api//orders/./7/items?x=1"},
@@ -279,11 +253,32 @@ func BenchmarkRouting(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					path, _, err := requestPath(r)
-					if err != nil || route(routes, r, path) != p {
+					if err != nil || route(routes, r, path) != routes[0].Point {
 						b.Fatal("no route")
 					}
 				}
 			})
 		})
 	}
+}
+
+// benchRoutes is the route table of TestRouteAllocs and BenchmarkRouting:
+// four routes of one point, the last one matching /api/orders/7.
+func benchRoutes(tb testing.TB) []Route {
+	tb.Helper()
+	p := &Point{name: "p"}
+	var routes []Route
+	for _, r := range []Route{
+		{Point: p, Methods: []string{"POST"}, Path: "/api/orders"},
+		{Point: p, PathPrefix: "/api/orders", Host: "shop.example:8443"},
+		{Point: p, PathPrefix: "/static/", Host: "[::1]"},
+		{Point: p, PathPrefix: "/api/orders"},
+	} {
+		rt, err := NewRoute(r)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		routes = append(routes, rt)
+	}
+	return routes
 }
