@@ -111,6 +111,21 @@ type ACME struct {
 	// CA is the ACME directory URL; "" for certmagic's default
 	// (Let's Encrypt production).
 	CA string
+	// CARoot is a PEM file of the root certificate(s) to trust when
+	// talking to CA, for a private ACME server; "" trusts the system's
+	// roots. A relative path is resolved against the config file's
+	// directory.
+	CARoot string
+	// Storage is the directory holding the ACME account, keys and
+	// certificates; "" for certmagic's default ($XDG_DATA_HOME/certmagic,
+	// else $HOME/.local/share/certmagic). Replicas that share it share
+	// their certificates. A relative path is resolved against the config
+	// file's directory.
+	Storage string
+	// HTTPListen is a cleartext host:port that answers ACME HTTP-01
+	// challenges (and redirects every other request to https); "" turns
+	// the HTTP-01 challenge off, leaving TLS-ALPN-01 on the proxy port.
+	HTTPListen string
 }
 
 // Route sends the requests it matches to a point. Every condition that is

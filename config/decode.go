@@ -208,7 +208,7 @@ func firstBadLine(data []byte) int {
 var (
 	topKeys      = []string{"listen", "h2c", "upstream", "admin", "forwardedHeaders", "window", "buckets", "pressureTestHeader", "accessLog", "drainTimeout", "maxConnections", "tls", "routes", "points"}
 	tlsKeys      = []string{"certFile", "keyFile", "acme"}
-	acmeKeys     = []string{"domains", "email", "ca"}
+	acmeKeys     = []string{"domains", "email", "ca", "caRoot", "storage", "httpListen"}
 	routeKeys    = []string{"point", "match"}
 	matchKeys    = []string{"methods", "path", "pathPrefix", "host"}
 	pointKeys    = []string{"timeoutThreshold", "timeoutCountThreshold", "visitThreshold", "concurrentThreshold", "exceptionThreshold", "exceptionRateThreshold", "exceptionRateStart", "tokenBucketGeneratedTokensInSecond", "tokenBucketSize", "downgradeRate", "delayTime", "retryInterval", "pressureTestDowngrade", "mode", "upstreamTimeout", "fallbackOnError", "fallback"}
@@ -244,9 +244,12 @@ func (d *decoder) tls(n *yaml.Node, t *TLS) {
 		"acme": func(_ string, v *yaml.Node) {
 			t.ACME = &ACME{}
 			d.fields(v, "in tls.acme", loc{field: "tls.acme."}, acmeKeys, map[string]setter{
-				"domains": d.strings(loc{field: "tls.acme.domains"}, &t.ACME.Domains),
-				"email":   d.str(&t.ACME.Email),
-				"ca":      d.str(&t.ACME.CA),
+				"domains":    d.strings(loc{field: "tls.acme.domains"}, &t.ACME.Domains),
+				"email":      d.str(&t.ACME.Email),
+				"ca":         d.str(&t.ACME.CA),
+				"caRoot":     d.str(&t.ACME.CARoot),
+				"storage":    d.str(&t.ACME.Storage),
+				"httpListen": d.str(&t.ACME.HTTPListen),
 			})
 		},
 	})

@@ -2,7 +2,9 @@ package config
 
 import (
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -80,9 +82,9 @@ func readFiles(d *decoded, dir string, p *problems) {
 			p.add(at, "fallback.bodyFile is empty; give the path of the body's file, or use body:")
 			continue
 		}
-		body, err := readFile(resolve(dir, name), maxBodyFile)
+		body, err := readFile(inDir(dir, name), maxBodyFile)
 		if err != nil {
-			p.add(at, "fallback.bodyFile: %s", fileProblem(resolve(dir, name), err))
+			p.add(at, "fallback.bodyFile: %s", fileProblem(inDir(dir, name), err))
 			continue
 		}
 		if !d.has(loc{point: pt.Name, field: "fallback.body"}) {
@@ -97,11 +99,56 @@ func readFiles(d *decoded, dir string, p *problems) {
 		if *f.path == "" {
 			continue
 		}
+		name := inDir(dir, *f.path)
 		*f.path = resolve(dir, *f.path)
-		if _, err := os.Stat(*f.path); err != nil {
-			p.add(d.at[loc{field: f.field}].val, "%s: %s", f.field, fileProblem(*f.path, err))
+		if _, err := os.Stat(name); err != nil {
+			p.add(d.at[loc{field: f.field}].val, "%s: %s", f.field, fileProblem(name, err))
 		}
 	}
+	if a := t.ACME; a != nil {
+		if a.CARoot != "" {
+			name := inDir(dir, a.CARoot)
+			a.CARoot = resolve(dir, a.CARoot)
+			if err := checkCARoot(name); err != nil {
+				p.add(d.at[loc{field: "tls.acme.caRoot"}].val, "tls.acme.caRoot: %s", fileProblem(name, err))
+			}
+		}
+		if a.Storage != "" {
+			name := inDir(dir, a.Storage)
+			a.Storage = resolve(dir, a.Storage)
+			if info, err := os.Stat(name); err == nil && !info.IsDir() {
+				p.add(d.at[loc{field: "tls.acme.storage"}].val, "tls.acme.storage: %s is not a directory; give the directory for the ACME account and certificates (created if missing)", name)
+			}
+		}
+	}
+}
+
+// checkCARoot reads a caRoot file: at least one PEM certificate, and
+// nothing but certificates.
+func checkCARoot(path string) error {
+	data, err := readFile(path, maxBodyFile)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return fmt.Errorf("%s holds a %q PEM block; give only the CA's certificates", path, block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return fmt.Errorf("%s: certificate %d: %w", path, n+1, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("%s holds no PEM certificate (-----BEGIN CERTIFICATE-----)", path)
+	}
+	return nil
 }
 
 // fileProblem describes an error reading a file the config names.
@@ -112,8 +159,21 @@ func fileProblem(path string, err error) string {
 	return err.Error()
 }
 
-// resolve makes a relative path relative to dir.
+// resolve makes a relative path relative to dir, and absolute: the same
+// file then has the same path whether the config file was named by a
+// relative path (-config sds.yaml at start-up) or an absolute one (the
+// watcher's), so a reload compares like with like, and a later change of
+// working directory cannot move it.
 func resolve(dir, path string) string {
+	path = inDir(dir, path)
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+// inDir makes a relative path relative to dir, as problems name it.
+func inDir(dir, path string) string {
 	if filepath.IsAbs(path) {
 		return path
 	}

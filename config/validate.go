@@ -260,6 +260,23 @@ func (c *checker) tls() {
 			c.p.add(c.val(top("tls.acme.ca")), "tls.acme.ca: %q is not the URL of an ACME directory, such as https://acme-staging-v02.api.letsencrypt.org/directory", a.CA)
 		}
 	}
+	for _, e := range []struct{ field, value, what string }{
+		{"caRoot", t.ACME.CARoot, "give the PEM file of the ACME server's root certificate"},
+		{"storage", t.ACME.Storage, "give a writable directory such as /var/lib/sds/acme"},
+		{"httpListen", t.ACME.HTTPListen, "give a cleartext address for HTTP-01 challenges such as 0.0.0.0:8081"},
+	} {
+		if l := top("tls.acme." + e.field); c.d.ok(l) && e.value == "" {
+			c.p.add(c.val(l), "tls.acme.%s is empty; %s, or remove it", e.field, e.what)
+		}
+	}
+	f := c.d.f
+	if a := t.ACME; a.HTTPListen != "" && c.address("tls.acme.httpListen", a.HTTPListen, "", "0.0.0.0:8081") {
+		for _, other := range []struct{ name, addr string }{{"listen", f.Listen}, {"admin", f.Admin}} {
+			if sameAddress(a.HTTPListen, other.addr) {
+				c.p.add(c.val(top("tls.acme.httpListen")), "tls.acme.httpListen: %s is the same port as %s %s; give the challenge listener its own, such as 0.0.0.0:8081", a.HTTPListen, other.name, other.addr)
+			}
+		}
+	}
 }
 
 // isToken reports whether s is an RFC 9110 token: a method or a header name.
