@@ -51,7 +51,7 @@ func main() {
 	}
 }
 
-// run dispatches a command line: run (the default), validate, demo, version.
+// run dispatches a command line: run (the default), validate, demo, inject, version.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := "run"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -64,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return validate(args, stdout, stderr)
 	case "demo":
 		return demo(ctx, args, stdout, stderr)
+	case "inject":
+		return inject(args, os.Stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "sds-proxy %s %s\n", versionString(), runtime.Version())
 		return nil
@@ -78,5 +80,6 @@ const usage = `usage:
   sds-proxy [run] [-config sds.yaml] [-listen ADDR] [-upstream URL] [-admin ADDR]
   sds-proxy validate [-config sds.yaml]
   sds-proxy demo [-config sds.yaml]
+  sds-proxy inject -image IMAGE [-configmap NAME] [-upstream-port N] [-service-target] [-legacy-sidecar] < in.yaml > out.yaml
   sds-proxy version
 `

@@ -1,0 +1,599 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+
+	"gopkg.in/yaml.v3"
+)
+
+// inject reads Kubernetes YAML on stdin, adds the sds-proxy sidecar to
+// every Deployment, StatefulSet, DaemonSet and Pod (List items included),
+// and writes the documents to stdout; see injectYAML. A refusal writes
+// nothing to stdout: each problem goes to stderr as
+// "sds-proxy inject: document N (Kind name): reason" and inject returns
+// errInvalid.
+func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inject", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o injectOptions
+	fs.StringVar(&o.Image, "image", "", "the sds-proxy image (required)")
+	fs.StringVar(&o.ConfigMap, "configmap", "sds-proxy", "the ConfigMap holding sds.yaml, mounted as a directory at /etc/sds")
+	fs.IntVar(&o.UpstreamPort, "upstream-port", 0, "the app's port, the upstream in sds.yaml (needed by -service-target)")
+	fs.BoolVar(&o.Legacy, "legacy-sidecar", false, "add an ordinary container instead of a native sidecar (Kubernetes < 1.29)")
+	fs.BoolVar(&o.ServiceTarget, "service-target", false, "repoint the targetPort of the Services that select an injected pod from -upstream-port to the proxy port 8080")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("inject: unexpected arguments %q (the YAML comes on stdin)", fs.Args())
+	}
+	if err := o.check(); err != nil {
+		return fmt.Errorf("inject: %w", err)
+	}
+	in, err := io.ReadAll(io.LimitReader(stdin, maxInjectInput+1))
+	if err != nil {
+		return fmt.Errorf("inject: reading stdin: %w", err)
+	}
+	if len(in) > maxInjectInput {
+		return fmt.Errorf("inject: the input is larger than %d MiB", maxInjectInput>>20)
+	}
+	out, warnings, err := injectYAML(in, o)
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "sds-proxy inject: warning:", w)
+	}
+	if err != nil {
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			fmt.Fprintln(stderr, "sds-proxy inject:", e)
+		}
+		return errInvalid
+	}
+	_, err = stdout.Write(out)
+	return err
+}
+
+// maxInjectInput bounds what inject reads from stdin, in bytes: far more
+// than any set of manifests, far less than a runaway pipe.
+const maxInjectInput = 32 << 20
+
+// injectOptions are inject's flags. The zero value is not usable: Image is
+// required (check).
+type injectOptions struct {
+	Image         string // the sidecar's image
+	ConfigMap     string // the ConfigMap mounted at /etc/sds
+	UpstreamPort  int    // the app's port; 0 when not given
+	Legacy        bool   // an ordinary container rather than a native sidecar
+	ServiceTarget bool   // repoint Services from UpstreamPort to proxyPort
+}
+
+func (o injectOptions) check() error {
+	switch {
+	case o.Image == "":
+		return errors.New("-image is required, such as -image registry.example/sds-proxy:1.0")
+	case o.ConfigMap == "":
+		return errors.New("-configmap must name the ConfigMap that holds sds.yaml")
+	case o.UpstreamPort < 0 || o.UpstreamPort > 65535:
+		return fmt.Errorf("-upstream-port %d: want a port from 1 to 65535", o.UpstreamPort)
+	case o.UpstreamPort == proxyPort || o.UpstreamPort == adminPort:
+		return fmt.Errorf("-upstream-port %d is the sidecar's own port; the app must listen on another", o.UpstreamPort)
+	case o.ServiceTarget && o.UpstreamPort == 0:
+		return errors.New("-service-target needs -upstream-port, the app's port that Services target today")
+	}
+	return nil
+}
+
+// The sidecar's names and ports. The ports are sds.yaml's defaults for
+// listen and admin; the ConfigMap's sds.yaml must keep them.
+const (
+	sidecarName     = "sds-proxy"
+	configVolume    = "sds-config"
+	proxyPort       = 8080
+	adminPort       = 9901
+	sidecarTemplate = `name: sds-proxy
+image: IMAGE
+args: ["run", "-config", "/etc/sds/sds.yaml"]
+ports:
+  - {name: sds-proxy, containerPort: 8080}
+  - {name: sds-admin, containerPort: 9901}
+env:
+  # GOMEMLIMIT follows this container's memory limit (see the README).
+  - name: SDS_MEMORY_LIMIT
+    valueFrom:
+      resourceFieldRef: {containerName: sds-proxy, resource: limits.memory}
+startupProbe:
+  httpGet: {path: /readyz, port: sds-admin}
+  periodSeconds: 1
+  failureThreshold: 30
+readinessProbe:
+  httpGet: {path: /readyz, port: sds-admin}
+  periodSeconds: 2
+livenessProbe:
+  httpGet: {path: /healthz, port: sds-admin}
+  periodSeconds: 10
+resources:
+  requests: {cpu: 50m, memory: 32Mi}
+  limits: {memory: 128Mi}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: {drop: [ALL]}
+  seccompProfile: {type: RuntimeDefault}
+volumeMounts:
+  # A directory, never a subPath: a subPath mount never sees an update.
+  - {name: sds-config, mountPath: /etc/sds, readOnly: true}
+`
+)
+
+// sidecar returns the sidecar container with the options' image; a native
+// sidecar (restartPolicy: Always, for initContainers) unless o.Legacy.
+// Each call returns new nodes.
+func sidecar(o injectOptions) *yaml.Node {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(sidecarTemplate), &doc); err != nil {
+		panic(err) // a constant: covered by every inject test
+	}
+	c := doc.Content[0]
+	img := mapGet(c, "image")
+	img.Value, img.Style, img.Tag = o.Image, 0, "!!str"
+	if !o.Legacy {
+		// Right after the image, where a reader looks for what kind of container it is.
+		c.Content = append(c.Content[:4], append([]*yaml.Node{str("restartPolicy"), str("Always")}, c.Content[4:]...)...)
+	}
+	return c
+}
+
+// podVolume returns the sidecar's config volume.
+func podVolume(o injectOptions) *yaml.Node {
+	return mapping("name", str(configVolume), "configMap", mapping("name", str(o.ConfigMap)))
+}
+
+// injectYAML injects the sidecar into every pod of in, a stream of YAML
+// documents separated by "---" lines, as kubectl splits them. A document
+// that needs no change is written back byte for byte (so injecting twice
+// changes nothing); one that changes is re-encoded by yaml.v3, which keeps
+// its order and comments but not always its spacing. Warnings are things
+// that were left alone that the user may want to know about; err joins
+// every refusal, each naming its document (1-based) and kind/name, and out
+// is nil then.
+func injectYAML(in []byte, o injectOptions) (out []byte, warnings []string, err error) {
+	docs := splitDocuments(in)
+	var errs []error
+	var pods []podTemplate
+	parsed := make([]*yaml.Node, len(docs))
+	changed := make([]bool, len(docs))
+	for i, d := range docs {
+		var n yaml.Node
+		if err := yaml.Unmarshal(d.body, &n); err != nil {
+			// Parsed again after as many empty lines as come before it, the
+			// document's error names the line of the stream.
+			err = yaml.Unmarshal(append(bytes.Repeat([]byte("\n"), d.line-1), d.body...), &n)
+			errs = append(errs, fmt.Errorf("document %d: malformed YAML: %v", i+1, err))
+			continue
+		}
+		if n.Kind != yaml.DocumentNode || len(n.Content) == 0 {
+			continue // comments or nothing
+		}
+		parsed[i] = n.Content[0]
+		where := fmt.Sprintf("document %d", i+1)
+		if kind(parsed[i]) == "List" {
+			items := mapGet(parsed[i], "items")
+			if items == nil || items.Kind != yaml.SequenceNode {
+				continue
+			}
+			for j, item := range items.Content {
+				p, ch, err := injectObject(item, fmt.Sprintf("%s, item %d", where, j+1), o)
+				changed[i] = changed[i] || ch
+				pods = append(pods, p...)
+				if err != nil {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
+		p, ch, err := injectObject(parsed[i], where, o)
+		changed[i] = ch
+		pods = append(pods, p...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.UpstreamPort != 0 {
+		for _, p := range pods {
+			if !p.declares(o.UpstreamPort) {
+				warnings = append(warnings, fmt.Sprintf("%s: no container declares the upstream port %d", p.where, o.UpstreamPort))
+			}
+		}
+	}
+	if o.ServiceTarget {
+		for i, n := range parsed {
+			if n == nil {
+				continue
+			}
+			objs := []*yaml.Node{n}
+			if kind(n) == "List" {
+				if items := mapGet(n, "items"); items != nil && items.Kind == yaml.SequenceNode {
+					objs = items.Content
+				}
+			}
+			for _, obj := range objs {
+				ch, w := retargetService(obj, fmt.Sprintf("document %d", i+1), pods, o.UpstreamPort)
+				changed[i] = changed[i] || ch
+				warnings = append(warnings, w...)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, warnings, errors.Join(errs...)
+	}
+	var buf bytes.Buffer
+	for i, d := range docs {
+		buf.Write(d.separator)
+		if !changed[i] {
+			buf.Write(d.body)
+			continue
+		}
+		enc := yaml.NewEncoder(&buf)
+		enc.SetIndent(2)
+		if err := enc.Encode(parsed[i]); err != nil {
+			return nil, warnings, fmt.Errorf("document %d: %v", i+1, err)
+		}
+		enc.Close()
+	}
+	return buf.Bytes(), warnings, nil
+}
+
+// document is one YAML document of a stream: its "---" line (empty for a
+// first document without one) and what follows up to the next.
+type document struct {
+	separator []byte
+	body      []byte
+	line      int // the line of body's first byte, 1-based
+}
+
+// splitDocuments splits a stream at the lines that begin with "---", as
+// Kubernetes' YAML reader does. Concatenating the separators and bodies
+// gives back in.
+func splitDocuments(in []byte) []document {
+	var docs []document
+	cur := document{line: 1}
+	line := 1
+	for len(in) > 0 {
+		end := bytes.IndexByte(in, '\n') + 1
+		if end == 0 {
+			end = len(in)
+		}
+		l := in[:end]
+		if isSeparator(l) {
+			if len(cur.separator) > 0 || len(cur.body) > 0 {
+				docs = append(docs, cur)
+			}
+			cur = document{separator: l, line: line + 1}
+		} else {
+			cur.body = append(cur.body, l...)
+		}
+		in = in[end:]
+		line++
+	}
+	if len(cur.separator) > 0 || len(cur.body) > 0 || len(docs) == 0 {
+		docs = append(docs, cur)
+	}
+	return docs
+}
+
+func isSeparator(l []byte) bool {
+	l = bytes.TrimRight(l, "\r\n")
+	return bytes.HasPrefix(l, []byte("---")) && (len(l) == 3 || l[3] == ' ' || l[3] == '\t')
+}
+
+// podTemplate is an injected pod's labels, for matching Services, and the
+// ports its containers declare.
+type podTemplate struct {
+	where     string
+	namespace string
+	labels    map[string]string
+	ports     map[string]int // containerPort by name; unnamed ones under ""+port
+}
+
+func (p podTemplate) declares(port int) bool {
+	for _, v := range p.ports {
+		if v == port {
+			return true
+		}
+	}
+	return false
+}
+
+// injectObject injects the sidecar into obj when it is a kind that holds a
+// pod, and reports whether it changed obj. where names the document for
+// errors.
+func injectObject(obj *yaml.Node, where string, o injectOptions) ([]podTemplate, bool, error) {
+	if obj.Kind != yaml.MappingNode {
+		return nil, false, nil
+	}
+	k := kind(obj)
+	meta := mapGet(obj, "metadata")
+	name := scalar(mapGet(meta, "name"))
+	if name == "" {
+		name = scalar(mapGet(meta, "generateName"))
+	}
+	where = fmt.Sprintf("%s (%s %s)", where, k, name)
+	var spec, labels *yaml.Node
+	switch k {
+	case "Pod":
+		spec, labels = mapGet(obj, "spec"), mapGet(meta, "labels")
+	case "Deployment", "StatefulSet", "DaemonSet":
+		tmpl := mapGet(mapGet(obj, "spec"), "template")
+		spec, labels = mapGet(tmpl, "spec"), mapGet(mapGet(tmpl, "metadata"), "labels")
+	default:
+		return nil, false, nil
+	}
+	if spec == nil || spec.Kind != yaml.MappingNode {
+		return nil, false, fmt.Errorf("%s: no pod spec to inject into", where)
+	}
+	changed, err := injectPod(spec, o)
+	if err != nil {
+		return nil, false, fmt.Errorf("%s: %w", where, err)
+	}
+	p := podTemplate{where: where, namespace: scalar(mapGet(meta, "namespace")), labels: stringMap(labels), ports: map[string]int{}}
+	for _, list := range []string{"initContainers", "containers"} {
+		for _, c := range seq(mapGet(spec, list)) {
+			for _, port := range seq(mapGet(c, "ports")) {
+				n, _ := strconv.Atoi(scalar(mapGet(port, "containerPort")))
+				key := scalar(mapGet(port, "name"))
+				if key == "" {
+					key = strconv.Itoa(n)
+				}
+				p.ports[key] = n
+			}
+		}
+	}
+	return []podTemplate{p}, changed, nil
+}
+
+// injectPod adds the sidecar, its volume and a pod-level seccompProfile to
+// a pod spec, each only if absent, and reports whether it changed spec. It
+// changes nothing when it returns an error.
+func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
+	if scalar(mapGet(spec, "hostNetwork")) == "true" {
+		return false, fmt.Errorf("hostNetwork pods share the node's ports: the sidecar's %d and %d would collide across pods; inject only pods with their own network", proxyPort, adminPort)
+	}
+	for _, f := range []struct {
+		name, what string
+		kind       yaml.Kind
+	}{
+		{"containers", "list", yaml.SequenceNode},
+		{"initContainers", "list", yaml.SequenceNode},
+		{"volumes", "list", yaml.SequenceNode},
+		{"securityContext", "mapping", yaml.MappingNode},
+	} {
+		if v := mapGet(spec, f.name); v != nil && v.Kind != f.kind && v.Tag != "!!null" {
+			return false, fmt.Errorf("its %s is neither a %s nor null", f.name, f.what)
+		}
+	}
+	if len(seq(mapGet(spec, "containers"))) == 0 {
+		return false, errors.New("the pod has no containers: nothing for the sidecar to stand in front of")
+	}
+	want, other := "initContainers", "containers"
+	if o.Legacy {
+		want, other = other, want
+	}
+	var existing *yaml.Node
+	for _, list := range []string{"initContainers", "containers"} {
+		for _, c := range seq(mapGet(spec, list)) {
+			if scalar(mapGet(c, "name")) == sidecarName {
+				if list == other {
+					return false, fmt.Errorf("it already has %s in %s; as a %s it belongs in %s (remove it to inject anew)", sidecarName, other, sidecarKind(o.Legacy), want)
+				}
+				existing = c
+				continue
+			}
+			for _, port := range seq(mapGet(c, "ports")) {
+				if n := scalar(mapGet(port, "containerPort")); n == strconv.Itoa(proxyPort) || n == strconv.Itoa(adminPort) {
+					return false, fmt.Errorf("container %s already uses port %s, one of the sidecar's (%d, %d)", scalar(mapGet(c, "name")), n, proxyPort, adminPort)
+				}
+			}
+		}
+	}
+	if existing != nil {
+		if img := scalar(mapGet(existing, "image")); img != o.Image {
+			return false, fmt.Errorf("it already has a container %s with image %q, not %q (remove it to inject anew)", sidecarName, img, o.Image)
+		}
+	}
+	volumes := mapGet(spec, "volumes")
+	hasVolume := false
+	for _, v := range seq(volumes) {
+		if scalar(mapGet(v, "name")) != configVolume {
+			continue
+		}
+		if cm := scalar(mapGet(mapGet(v, "configMap"), "name")); cm != o.ConfigMap {
+			return false, fmt.Errorf("it already has a volume %s that is not the ConfigMap %s (remove it to inject anew)", configVolume, o.ConfigMap)
+		}
+		hasVolume = true
+	}
+
+	changed := false
+	if existing == nil {
+		l := mapGet(spec, want)
+		if l == nil || l.Kind != yaml.SequenceNode {
+			l = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			mapSet(spec, want, l)
+		}
+		l.Content = append(l.Content, sidecar(o))
+		changed = true
+	}
+	if !hasVolume {
+		if volumes == nil || volumes.Kind != yaml.SequenceNode {
+			volumes = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			mapSet(spec, "volumes", volumes)
+		}
+		volumes.Content = append(volumes.Content, podVolume(o))
+		changed = true
+	}
+	sc := mapGet(spec, "securityContext")
+	if sc == nil || sc.Kind != yaml.MappingNode {
+		sc = mapping()
+		mapSet(spec, "securityContext", sc)
+	}
+	if mapGet(sc, "seccompProfile") == nil {
+		mapSet(sc, "seccompProfile", mapping("type", str("RuntimeDefault")))
+		changed = true
+	}
+	return changed, nil
+}
+
+func sidecarKind(legacy bool) string {
+	if legacy {
+		return "legacy sidecar (-legacy-sidecar)"
+	}
+	return "native sidecar"
+}
+
+// retargetService points the ports of a Service that selects one of pods
+// at the proxy, where they target port (by number, by the name of a
+// container port with that number, or by default through port itself).
+func retargetService(obj *yaml.Node, where string, pods []podTemplate, port int) (changed bool, warnings []string) {
+	if kind(obj) != "Service" {
+		return false, nil
+	}
+	meta := mapGet(obj, "metadata")
+	where = fmt.Sprintf("%s (Service %s)", where, scalar(mapGet(meta, "name")))
+	spec := mapGet(obj, "spec")
+	selector := stringMap(mapGet(spec, "selector"))
+	if len(selector) == 0 {
+		return false, nil
+	}
+	ns := scalar(mapGet(meta, "namespace"))
+	var matched []podTemplate
+	for _, p := range pods {
+		if (ns == p.namespace || ns == "" || p.namespace == "") && selects(selector, p.labels) {
+			matched = append(matched, p)
+		}
+	}
+	if len(matched) == 0 {
+		return false, nil
+	}
+	for _, sp := range seq(mapGet(spec, "ports")) {
+		target := mapGet(sp, "targetPort")
+		t := scalar(target)
+		if target == nil {
+			t = scalar(mapGet(sp, "port"))
+		}
+		hit := t == strconv.Itoa(port)
+		for _, p := range matched {
+			if n, ok := p.ports[t]; ok && n == port && t != strconv.Itoa(n) {
+				hit = true
+			}
+		}
+		if !hit {
+			continue
+		}
+		if target == nil {
+			target = &yaml.Node{Kind: yaml.ScalarNode}
+			mapSet(sp, "targetPort", target)
+		}
+		target.Value, target.Tag, target.Style = strconv.Itoa(proxyPort), "!!int", 0
+		changed = true
+	}
+	if !changed && !serviceTargets(spec, proxyPort) {
+		warnings = append(warnings, fmt.Sprintf("%s selects an injected pod but no port targets %d; left unchanged", where, port))
+	}
+	return changed, warnings
+}
+
+// serviceTargets reports whether a Service's spec already targets port.
+func serviceTargets(spec *yaml.Node, port int) bool {
+	for _, sp := range seq(mapGet(spec, "ports")) {
+		if t := scalar(mapGet(sp, "targetPort")); t == strconv.Itoa(port) || t == sidecarName {
+			return true
+		}
+	}
+	return false
+}
+
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if lv, ok := labels[k]; !ok || lv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// The yaml.Node helpers. Each accepts nil and follows aliases where it reads.
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+// mapGet returns the value of key in mapping m, or nil.
+func mapGet(m *yaml.Node, key string) *yaml.Node {
+	m = resolve(m)
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return resolve(m.Content[i+1])
+		}
+	}
+	return nil
+}
+
+// mapSet sets key in mapping m to v, replacing its value or appending it.
+func mapSet(m *yaml.Node, key string, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content[i+1] = v
+			return
+		}
+	}
+	m.Content = append(m.Content, str(key), v)
+}
+
+func mapping(kv ...any) *yaml.Node {
+	m := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m.Content = append(m.Content, str(kv[i].(string)), kv[i+1].(*yaml.Node))
+	}
+	return m
+}
+
+func str(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+
+func scalar(n *yaml.Node) string {
+	if n = resolve(n); n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+func seq(n *yaml.Node) []*yaml.Node {
+	if n = resolve(n); n == nil || n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	return n.Content
+}
+
+func kind(obj *yaml.Node) string { return scalar(mapGet(obj, "kind")) }
+
+func stringMap(n *yaml.Node) map[string]string {
+	n = resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	m := make(map[string]string, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		m[n.Content[i].Value] = scalar(n.Content[i+1])
+	}
+	return m
+}
