@@ -146,7 +146,10 @@ type instance struct {
 	handler *proxy.Handler
 	conns   *connlimit.Limiter // maxConnections, under TLS
 	status  *reloadStatus
-	ready   atomic.Bool // /readyz
+	ready   atomic.Bool // /readyz, with certReady
+	// certReady is nil, or with ACME reports whether the certificates
+	// are there (/readyz waits for them).
+	certReady func() bool
 
 	proxyLn, adminLn   net.Listener
 	proxySrv, adminSrv *http.Server
@@ -182,12 +185,13 @@ func (in *instance) listen(ctx context.Context, file *config.File) error {
 	}
 	in.proxyLn = in.conns.Listener(ln)
 	if file.TLS.Enabled() {
-		tlsConfig, err := newTLSConfig(ctx, file.TLS, in.log)
+		tlsConfig, certReady, err := newTLSConfig(ctx, file.TLS, ln.Addr(), in.log)
 		if err != nil {
 			in.proxyLn.Close()
 			return err
 		}
 		in.proxyLn = tls.NewListener(in.proxyLn, tlsConfig)
+		in.certReady = certReady
 	}
 	if in.adminLn, err = net.Listen("tcp", file.Admin); err != nil {
 		in.proxyLn.Close()
@@ -218,7 +222,7 @@ func (in *instance) serve(file *config.File) {
 		ErrorLog:          zap.NewStdLog(in.log.Named("http")),
 	}
 	in.adminSrv = &http.Server{
-		Handler:           admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Ready: in.ready.Load, Status: in.status.get}),
+		Handler:           admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Ready: in.isReady, Status: in.status.get}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

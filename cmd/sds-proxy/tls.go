@@ -9,7 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/certmagic"
@@ -23,54 +27,163 @@ import (
 // certificate pair from files, or certificates obtained by ACME. HTTP/2 is
 // offered; OCSP stapling is off (it would reach the network for our own
 // certificates); a client that sends no SNI (a probe dialling the pod IP)
-// gets the default certificate instead of an internal error.
+// gets the default certificate instead of an internal error. proxyAddr is
+// the proxy port's bound address, where TLS-ALPN-01 challenges are
+// answered.
 //
 // A certificate pair from files is reloaded when the files' content
 // changes (read every certPoll, so a mounted Secret's symlink swap, a
 // recreated directory and an exhausted inotify are all the same); a pair
 // that fails to load is logged and the old one keeps serving.
-func newTLSConfig(ctx context.Context, t config.TLS, log *zap.Logger) (*tls.Config, error) {
+//
+// certReady reports whether a certificate is cached for every ACME domain
+// (/readyz waits for it); it is nil for a certificate pair, which is
+// loaded before the proxy serves.
+func newTLSConfig(ctx context.Context, t config.TLS, proxyAddr net.Addr, log *zap.Logger) (tc *tls.Config, certReady func() bool, err error) {
+	log = log.Named("tls")
 	var magic *certmagic.Config
 	cache := certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return magic, nil },
-		Logger:           log.Named("tls"),
+		Logger:           log,
 	})
 	template := certmagic.Config{
 		OCSP:    certmagic.OCSPConfig{DisableStapling: true},
 		Storage: certmagic.Default.Storage,
-		Logger:  log.Named("tls"),
+		Logger:  log,
 	}
 	switch {
 	case t.CertFile != "":
 		name, err := certificateName(t.CertFile, t.KeyFile)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		template.DefaultServerName = name
 		magic = certmagic.New(cache, template)
-		pair := &certPair{magic: magic, cache: cache, certFile: t.CertFile, keyFile: t.KeyFile, log: log.Named("tls")}
+		pair := &certPair{magic: magic, cache: cache, certFile: t.CertFile, keyFile: t.KeyFile, log: log}
 		if err := pair.load(ctx); err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
+			return nil, nil, fmt.Errorf("tls: %w", err)
 		}
 		go pair.poll(ctx)
 	case t.ACME != nil:
-		template.DefaultServerName = t.ACME.Domains[0]
-		magic = certmagic.New(cache, template)
-		issuer := certmagic.NewACMEIssuer(magic, certmagic.ACMEIssuer{
-			CA:     orDefault(t.ACME.CA, certmagic.LetsEncryptProductionCA),
-			Email:  t.ACME.Email,
-			Agreed: true,
-		})
-		magic.Issuers = []certmagic.Issuer{issuer}
-		if err := magic.ManageAsync(ctx, t.ACME.Domains); err != nil {
-			return nil, fmt.Errorf("tls: acme: %w", err)
+		if magic, err = newACME(ctx, t.ACME, cache, template, proxyAddr, log); err != nil {
+			return nil, nil, fmt.Errorf("tls: acme: %w", err)
 		}
+		certReady = func() bool { return cached(cache, t.ACME.Domains) }
 	default:
-		return nil, errors.New("tls: neither certFile nor acme is set")
+		return nil, nil, errors.New("tls: neither certFile nor acme is set")
 	}
-	tc := magic.TLSConfig()
+	tc = magic.TLSConfig()
 	tc.NextProtos = append([]string{"h2", "http/1.1"}, tc.NextProtos...)
-	return tc, nil
+	return tc, certReady, nil
+}
+
+// newACME returns a certmagic config that obtains and renews certificates
+// for a's domains in the background, from a's CA (trusting a.CARoot),
+// kept in a.Storage. TLS-ALPN-01 challenges are answered on the proxy
+// port (certmagic's TLS config does it; its solver finds the port in use
+// and leaves it to us), HTTP-01 ones on a.HTTPListen when it is set.
+func newACME(ctx context.Context, a *config.ACME, cache *certmagic.Cache, template certmagic.Config, proxyAddr net.Addr, log *zap.Logger) (*certmagic.Config, error) {
+	// certmagic's package-level defaults log where no Config reaches
+	// (storage cleaning, issuers built from defaults): through us too.
+	certmagic.Default.Logger = log
+	certmagic.DefaultACME.Logger = log
+	if a.Storage != "" {
+		if err := os.MkdirAll(a.Storage, 0o700); err != nil {
+			return nil, fmt.Errorf("storage: %w", err)
+		}
+		template.Storage = &certmagic.FileStorage{Path: a.Storage}
+	}
+	template.DefaultServerName = a.Domains[0]
+	magic := certmagic.New(cache, template)
+	host, port, err := net.SplitHostPort(proxyAddr.String())
+	if err != nil {
+		return nil, err
+	}
+	tlsPort, _ := strconv.Atoi(port)
+	issuer := certmagic.ACMEIssuer{
+		CA:             orDefault(a.CA, certmagic.LetsEncryptProductionCA),
+		Email:          a.Email,
+		Agreed:         true,
+		ListenHost:     host,
+		AltTLSALPNPort: tlsPort,
+		Logger:         log,
+	}
+	if a.CARoot != "" {
+		pem, err := os.ReadFile(a.CARoot)
+		if err != nil {
+			return nil, fmt.Errorf("caRoot: %w", err)
+		}
+		issuer.TrustedRoots = x509.NewCertPool()
+		if !issuer.TrustedRoots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("caRoot: %s holds no PEM certificate", a.CARoot)
+		}
+	}
+	var challenges net.Listener
+	if a.HTTPListen != "" {
+		if challenges, err = net.Listen("tcp", a.HTTPListen); err != nil {
+			return nil, fmt.Errorf("httpListen: %w", err)
+		}
+		_, port, _ := net.SplitHostPort(challenges.Addr().String())
+		issuer.AltHTTPPort, _ = strconv.Atoi(port)
+	} else {
+		issuer.DisableHTTPChallenge = true
+	}
+	acme := certmagic.NewACMEIssuer(magic, issuer)
+	magic.Issuers = []certmagic.Issuer{acme}
+	if challenges != nil {
+		serveChallenges(ctx, challenges, acme, log)
+	}
+	if err := magic.ManageAsync(ctx, a.Domains); err != nil {
+		return nil, err
+	}
+	return magic, nil
+}
+
+// serveChallenges answers ACME HTTP-01 challenges on ln until ctx is done,
+// and redirects every other request to https on the same host.
+func serveChallenges(ctx context.Context, ln net.Listener, acme *certmagic.ACMEIssuer, log *zap.Logger) {
+	toHTTPS := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		http.Redirect(w, r, "https://"+host+r.URL.RequestURI(), http.StatusPermanentRedirect)
+	})
+	srv := &http.Server{
+		Handler:           acme.HTTPChallengeHandler(toHTTPS),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          zap.NewStdLog(log.Named("challenges")),
+	}
+	log.Info("answering ACME HTTP-01 challenges", zap.String("addr", ln.Addr().String()))
+	go srv.Serve(ln)
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+}
+
+// cached reports whether certmagic's cache holds an unexpired certificate
+// for each of names.
+func cached(cache *certmagic.Cache, names []string) bool {
+	for _, name := range names {
+		found := false
+		for _, c := range cache.AllMatchingCertificates(strings.ToLower(name)) {
+			found = found || !c.Expired()
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// isReady is /readyz: serving, and with ACME a certificate cached for
+// every domain.
+func (in *instance) isReady() bool {
+	return in.ready.Load() && (in.certReady == nil || in.certReady())
 }
 
 // certificateName returns the first name the certificate is for.
