@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
@@ -89,31 +90,40 @@ func (o injectOptions) check() error {
 // The sidecar's names and ports. The ports are sds.yaml's defaults for
 // listen and admin; the ConfigMap's sds.yaml must keep them.
 const (
-	sidecarName     = "sds-proxy"
-	configVolume    = "sds-config"
-	proxyPort       = 8080
-	adminPort       = 9901
-	sidecarTemplate = `name: sds-proxy
+	sidecarName  = "sds-proxy"
+	configVolume = "sds-config"
+	tmpVolume    = "sds-tmp"
+	proxyPort    = 8080
+	adminPort    = 9901
+)
+
+// sidecarTemplate is the sidecar container, the same as the one that
+// deploy/components/sidecar adds (deploy/check compares them): IMAGE
+// becomes -image, and -legacy-sidecar drops restartPolicy.
+const sidecarTemplate = `name: sds-proxy
 image: IMAGE
+restartPolicy: Always
 args: ["run", "-config", "/etc/sds/sds.yaml"]
 ports:
-  - {name: sds-proxy, containerPort: 8080}
-  - {name: sds-admin, containerPort: 9901}
+  - {name: proxy, containerPort: 8080}
+  - {name: admin, containerPort: 9901}
+startupProbe:
+  httpGet: {path: /readyz, port: admin}
+  periodSeconds: 1
+  failureThreshold: 30
+readinessProbe:
+  httpGet: {path: /readyz, port: admin}
+  periodSeconds: 2
+livenessProbe:
+  httpGet: {path: /healthz, port: admin}
+  periodSeconds: 10
 env:
+  # certmagic keeps ACME state under $HOME: the sds-tmp volume.
+  - {name: HOME, value: /tmp}
   # GOMEMLIMIT follows this container's memory limit (see the README).
   - name: SDS_MEMORY_LIMIT
     valueFrom:
       resourceFieldRef: {containerName: sds-proxy, resource: limits.memory}
-startupProbe:
-  httpGet: {path: /readyz, port: sds-admin}
-  periodSeconds: 1
-  failureThreshold: 30
-readinessProbe:
-  httpGet: {path: /readyz, port: sds-admin}
-  periodSeconds: 2
-livenessProbe:
-  httpGet: {path: /healthz, port: sds-admin}
-  periodSeconds: 10
 resources:
   requests: {cpu: 50m, memory: 32Mi}
   limits: {memory: 128Mi}
@@ -128,8 +138,11 @@ securityContext:
 volumeMounts:
   # A directory, never a subPath: a subPath mount never sees an update.
   - {name: sds-config, mountPath: /etc/sds, readOnly: true}
+  - {name: sds-tmp, mountPath: /tmp}
 `
-)
+
+// sidecarPortNames are the names of the sidecar's ports, unique in a pod.
+var sidecarPortNames = []string{"proxy", "admin"}
 
 // sidecar returns the sidecar container with the options' image; a native
 // sidecar (restartPolicy: Always, for initContainers) unless o.Legacy.
@@ -142,16 +155,20 @@ func sidecar(o injectOptions) *yaml.Node {
 	c := doc.Content[0]
 	img := mapGet(c, "image")
 	img.Value, img.Style, img.Tag = o.Image, 0, "!!str"
-	if !o.Legacy {
-		// Right after the image, where a reader looks for what kind of container it is.
-		c.Content = append(c.Content[:4], append([]*yaml.Node{str("restartPolicy"), str("Always")}, c.Content[4:]...)...)
+	if o.Legacy {
+		c.Content = append(c.Content[:4], c.Content[6:]...) // restartPolicy: Always
 	}
 	return c
 }
 
-// podVolume returns the sidecar's config volume.
-func podVolume(o injectOptions) *yaml.Node {
-	return mapping("name", str(configVolume), "configMap", mapping("name", str(o.ConfigMap)))
+// sidecarVolume returns the pod volume the sidecar mounts as name.
+func sidecarVolume(name string, o injectOptions) *yaml.Node {
+	v := mapping("name", str(name), "emptyDir", mapping())
+	if name == configVolume {
+		v = mapping("name", str(name), "configMap", mapping("name", str(o.ConfigMap)))
+	}
+	v.Content[3].Style = yaml.FlowStyle
+	return v
 }
 
 // injectYAML injects the sidecar into every pod of in, a stream of YAML
@@ -209,6 +226,7 @@ func injectYAML(in []byte, o injectOptions) (out []byte, warnings []string, err 
 			if !p.declares(o.UpstreamPort) {
 				warnings = append(warnings, fmt.Sprintf("%s: no container declares the upstream port %d", p.where, o.UpstreamPort))
 			}
+			warnings = append(warnings, p.warnings...)
 		}
 	}
 	if o.ServiceTarget {
@@ -299,6 +317,7 @@ type podTemplate struct {
 	namespace string
 	labels    map[string]string
 	ports     map[string]int // containerPort by name; unnamed ones under ""+port
+	warnings  []string       // about the containers that serve the upstream port
 }
 
 func (p podTemplate) declares(port int) bool {
@@ -344,6 +363,7 @@ func injectObject(obj *yaml.Node, where string, o injectOptions) ([]podTemplate,
 	p := podTemplate{where: where, namespace: scalar(mapGet(meta, "namespace")), labels: stringMap(labels), ports: map[string]int{}}
 	for _, list := range []string{"initContainers", "containers"} {
 		for _, c := range seq(mapGet(spec, list)) {
+			upstream := false
 			for _, port := range seq(mapGet(c, "ports")) {
 				n, _ := strconv.Atoi(scalar(mapGet(port, "containerPort")))
 				key := scalar(mapGet(port, "name"))
@@ -351,6 +371,10 @@ func injectObject(obj *yaml.Node, where string, o injectOptions) ([]podTemplate,
 					key = strconv.Itoa(n)
 				}
 				p.ports[key] = n
+				upstream = upstream || (n == o.UpstreamPort && n != 0)
+			}
+			if upstream && list == "containers" && mapGet(mapGet(c, "lifecycle"), "preStop") == nil {
+				p.warnings = append(p.warnings, fmt.Sprintf("%s: container %s has no preStop: in a rollout it can exit while the Service still sends it traffic, and the proxy answers 502 (see the README)", where, scalar(mapGet(c, "name"))))
 			}
 		}
 	}
@@ -398,6 +422,9 @@ func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
 				if n := scalar(mapGet(port, "containerPort")); n == strconv.Itoa(proxyPort) || n == strconv.Itoa(adminPort) {
 					return false, fmt.Errorf("container %s already uses port %s, one of the sidecar's (%d, %d)", scalar(mapGet(c, "name")), n, proxyPort, adminPort)
 				}
+				if n := scalar(mapGet(port, "name")); slices.Contains(sidecarPortNames, n) {
+					return false, fmt.Errorf("container %s already names a port %q, as the sidecar does: port names are unique in a pod; rename it", scalar(mapGet(c, "name")), n)
+				}
 			}
 		}
 	}
@@ -407,15 +434,16 @@ func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
 		}
 	}
 	volumes := mapGet(spec, "volumes")
-	hasVolume := false
+	missing := []string{configVolume, tmpVolume}
 	for _, v := range seq(volumes) {
-		if scalar(mapGet(v, "name")) != configVolume {
-			continue
-		}
-		if cm := scalar(mapGet(mapGet(v, "configMap"), "name")); cm != o.ConfigMap {
+		name := scalar(mapGet(v, "name"))
+		switch {
+		case name == configVolume && scalar(mapGet(mapGet(v, "configMap"), "name")) != o.ConfigMap:
 			return false, fmt.Errorf("it already has a volume %s that is not the ConfigMap %s (remove it to inject anew)", configVolume, o.ConfigMap)
+		case name == tmpVolume && mapGet(v, "emptyDir") == nil:
+			return false, fmt.Errorf("it already has a volume %s that is not an emptyDir (remove it to inject anew)", tmpVolume)
 		}
-		hasVolume = true
+		missing = slices.DeleteFunc(missing, func(m string) bool { return m == name })
 	}
 
 	changed := false
@@ -428,12 +456,12 @@ func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
 		l.Content = append(l.Content, sidecar(o))
 		changed = true
 	}
-	if !hasVolume {
+	for _, name := range missing {
 		if volumes == nil || volumes.Kind != yaml.SequenceNode {
 			volumes = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 			mapSet(spec, "volumes", volumes)
 		}
-		volumes.Content = append(volumes.Content, podVolume(o))
+		volumes.Content = append(volumes.Content, sidecarVolume(name, o))
 		changed = true
 	}
 	sc := mapGet(spec, "securityContext")
@@ -510,7 +538,7 @@ func retargetService(obj *yaml.Node, where string, pods []podTemplate, port int)
 // serviceTargets reports whether a Service's spec already targets port.
 func serviceTargets(spec *yaml.Node, port int) bool {
 	for _, sp := range seq(mapGet(spec, "ports")) {
-		if t := scalar(mapGet(sp, "targetPort")); t == strconv.Itoa(port) || t == sidecarName {
+		if t := scalar(mapGet(sp, "targetPort")); t == strconv.Itoa(port) || t == sidecarPortNames[0] {
 			return true
 		}
 	}

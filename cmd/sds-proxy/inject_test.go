@@ -138,6 +138,11 @@ func TestInjectRefusals(t *testing.T) {
 			want: []string{"document 1 (Deployment web): container app already uses port 8080, one of the sidecar's (8080, 9901)"},
 		},
 		{
+			name: "port name taken",
+			in:   deployment + "      containers:\n        - name: app\n          image: app\n          ports: [{name: admin, containerPort: 9090}]\n",
+			want: []string{`document 1 (Deployment web): container app already names a port "admin", as the sidecar does: port names are unique in a pod; rename it`},
+		},
+		{
 			name: "legacy sidecar already there",
 			in:   deployment + "      containers:\n        - {name: app, image: app}\n        - {name: sds-proxy, image: registry.example/sds-proxy:1.0}\n",
 			want: []string{"document 1 (Deployment web): it already has sds-proxy in containers; as a native sidecar it belongs in initContainers (remove it to inject anew)"},
@@ -152,6 +157,11 @@ func TestInjectRefusals(t *testing.T) {
 			name: "other ConfigMap",
 			in:   deployment + "      containers: [{name: app, image: app}]\n      volumes: [{name: sds-config, configMap: {name: old}}]\n",
 			want: []string{"document 1 (Deployment web): it already has a volume sds-config that is not the ConfigMap sds-proxy (remove it to inject anew)"},
+		},
+		{
+			name: "other tmp volume",
+			in:   deployment + "      containers: [{name: app, image: app}]\n      volumes: [{name: sds-tmp, hostPath: {path: /tmp}}]\n",
+			want: []string{"document 1 (Deployment web): it already has a volume sds-tmp that is not an emptyDir (remove it to inject anew)"},
 		},
 		{
 			name: "volumes not a list",
@@ -203,19 +213,21 @@ func equalStrings(a, b []string) bool {
 func TestInjectWarnings(t *testing.T) {
 	t.Parallel()
 	in := "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: p}}\nspec:\n  containers: [{name: app, image: app, ports: [{containerPort: 3000}]}]\n" +
-		"---\napiVersion: v1\nkind: Service\nmetadata: {name: p}\nspec:\n  selector: {app: p}\n  ports: [{port: 80, targetPort: 3000}]\n"
+		"---\napiVersion: v1\nkind: Service\nmetadata: {name: p}\nspec:\n  selector: {app: p}\n  ports: [{port: 80, targetPort: 3000}]\n" +
+		"---\napiVersion: v1\nkind: Pod\nmetadata: {name: q}\nspec:\n  containers: [{name: app, image: app, ports: [{containerPort: 9000}]}]\n"
 	out, warnings, err := injectYAML([]byte(in), injectTestOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
 		"document 1 (Pod p): no container declares the upstream port 9000",
+		"document 3 (Pod q): container app has no preStop: in a rollout it can exit while the Service still sends it traffic, and the proxy answers 502 (see the README)",
 		"document 2 (Service p) selects an injected pod but no port targets 9000; left unchanged",
 	}
 	if !equalStrings(warnings, want) {
 		t.Errorf("got warnings\n%s\nwant\n%s", strings.Join(warnings, "\n"), strings.Join(want, "\n"))
 	}
-	if !strings.HasSuffix(string(out), "\n---\napiVersion: v1\nkind: Service\nmetadata: {name: p}\nspec:\n  selector: {app: p}\n  ports: [{port: 80, targetPort: 3000}]\n") {
+	if !strings.Contains(string(out), "\n---\napiVersion: v1\nkind: Service\nmetadata: {name: p}\nspec:\n  selector: {app: p}\n  ports: [{port: 80, targetPort: 3000}]\n---\n") {
 		t.Errorf("the Service changed:\n%s", out)
 	}
 }
