@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -48,9 +49,7 @@ func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "sds-proxy inject: warning:", w)
 	}
 	if err != nil {
-		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-			fmt.Fprintln(stderr, "sds-proxy inject:", e)
-		}
+		fmt.Fprintln(stderr, "sds-proxy inject:", strings.ReplaceAll(err.Error(), "\n", "\nsds-proxy inject: "))
 		return errInvalid
 	}
 	_, err = stdout.Write(out)
@@ -262,7 +261,9 @@ func injectYAML(in []byte, o injectOptions) (out []byte, warnings []string, err 
 		if err := enc.Encode(parsed[i]); err != nil {
 			return nil, warnings, fmt.Errorf("document %d: %v", i+1, err)
 		}
-		enc.Close()
+		if err := enc.Close(); err != nil {
+			return nil, warnings, fmt.Errorf("document %d: %v", i+1, err)
+		}
 	}
 	return buf.Bytes(), warnings, nil
 }
