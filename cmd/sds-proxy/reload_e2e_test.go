@@ -514,10 +514,18 @@ func TestHotReloadFileEvents(t *testing.T) {
 	t.Run("ConfigMap symlink swap", func(t *testing.T) {
 		t.Parallel()
 		// The kubelet's layout: sds.yaml -> ..data/sds.yaml, ..data ->
-		// ..v1; an update writes ..v2 and renames a new ..data over the old.
+		// a timestamped directory; an update writes a new timestamped
+		// directory, renames a new ..data symlink over the old one, and
+		// removes the old directory.
 		e := newEnv(t)
-		version := func(name, content string) {
-			os.Mkdir(filepath.Join(e.dir, name), 0o755)
+		previous := ""
+		n := 0
+		version := func(content string) {
+			n++
+			name := fmt.Sprintf("..2026_12_01_04_0%d_00.00000000%d", n, n)
+			if err := os.Mkdir(filepath.Join(e.dir, name), 0o755); err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(filepath.Join(e.dir, name, "sds.yaml"), []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -528,8 +536,14 @@ func TestHotReloadFileEvents(t *testing.T) {
 			if err := os.Rename(tmp, filepath.Join(e.dir, "..data")); err != nil {
 				t.Fatal(err)
 			}
+			if previous != "" {
+				if err := os.RemoveAll(filepath.Join(e.dir, previous)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			previous = name
 		}
-		version("..v1", configHeader(e.upstream, "10s", 10)+body("0"))
+		version(configHeader(e.upstream, "10s", 10) + body("0"))
 		e.config = filepath.Join(e.dir, "sds.yaml")
 		if err := os.Symlink(filepath.Join("..data", "sds.yaml"), e.config); err != nil {
 			t.Fatal(err)
@@ -538,11 +552,11 @@ func TestHotReloadFileEvents(t *testing.T) {
 		if r := e.get("/r"); r.degraded() == "" {
 			t.Fatalf("visitThreshold 0: got %v, want degraded", r)
 		}
-		version("..v2", configHeader(e.upstream, "10s", 10)+body("1000"))
+		version(configHeader(e.upstream, "10s", 10) + body("1000"))
 		if !eventually(wait, func() bool { return e.get("/r").degraded() == "" }) {
 			t.Fatalf("first swap not applied within %v", wait)
 		}
-		version("..v3", configHeader(e.upstream, "10s", 10)+body("0"))
+		version(configHeader(e.upstream, "10s", 10) + body("0"))
 		if !eventually(wait, func() bool { return e.get("/r").degraded() != "" }) {
 			t.Fatalf("second swap not applied within %v (the watch was lost after the first)", wait)
 		}
