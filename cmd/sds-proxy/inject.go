@@ -180,44 +180,21 @@ func sidecarVolume(name string, o injectOptions) *yaml.Node {
 // is nil then.
 func injectYAML(in []byte, o injectOptions) (out []byte, warnings []string, err error) {
 	docs := splitDocuments(in)
-	var errs []error
-	var pods []podTemplate
-	parsed := make([]*yaml.Node, len(docs))
+	parsed, errs := parseDocuments(docs)
 	changed := make([]bool, len(docs))
-	for i, d := range docs {
-		var n yaml.Node
-		if err := yaml.Unmarshal(d.body, &n); err != nil {
-			// Parsed again after as many empty lines as come before it, the
-			// document's error names the line of the stream.
-			err = yaml.Unmarshal(append(bytes.Repeat([]byte("\n"), d.line-1), d.body...), &n)
-			errs = append(errs, fmt.Errorf("document %d: malformed YAML: %v", i+1, err))
-			continue
-		}
-		if n.Kind != yaml.DocumentNode || len(n.Content) == 0 {
-			continue // comments or nothing
-		}
-		parsed[i] = n.Content[0]
-		where := fmt.Sprintf("document %d", i+1)
-		if kind(parsed[i]) == "List" {
-			items := mapGet(parsed[i], "items")
-			if items == nil || items.Kind != yaml.SequenceNode {
-				continue
+	var pods []podTemplate
+	for i, n := range parsed {
+		for j, obj := range objects(n) {
+			where := fmt.Sprintf("document %d", i+1)
+			if kind(n) == "List" {
+				where = fmt.Sprintf("%s, item %d", where, j+1)
 			}
-			for j, item := range items.Content {
-				p, ch, err := injectObject(item, fmt.Sprintf("%s, item %d", where, j+1), o)
-				changed[i] = changed[i] || ch
-				pods = append(pods, p...)
-				if err != nil {
-					errs = append(errs, err)
-				}
+			p, ch, err := injectObject(obj, where, o)
+			changed[i] = changed[i] || ch
+			pods = append(pods, p...)
+			if err != nil {
+				errs = append(errs, err)
 			}
-			continue
-		}
-		p, ch, err := injectObject(parsed[i], where, o)
-		changed[i] = ch
-		pods = append(pods, p...)
-		if err != nil {
-			errs = append(errs, err)
 		}
 	}
 	if o.UpstreamPort != 0 {
@@ -230,16 +207,7 @@ func injectYAML(in []byte, o injectOptions) (out []byte, warnings []string, err 
 	}
 	if o.ServiceTarget {
 		for i, n := range parsed {
-			if n == nil {
-				continue
-			}
-			objs := []*yaml.Node{n}
-			if kind(n) == "List" {
-				if items := mapGet(n, "items"); items != nil && items.Kind == yaml.SequenceNode {
-					objs = items.Content
-				}
-			}
-			for _, obj := range objs {
+			for _, obj := range objects(n) {
 				ch, w := retargetService(obj, fmt.Sprintf("document %d", i+1), pods, o.UpstreamPort)
 				changed[i] = changed[i] || ch
 				warnings = append(warnings, w...)
@@ -249,6 +217,49 @@ func injectYAML(in []byte, o injectOptions) (out []byte, warnings []string, err 
 	if len(errs) > 0 {
 		return nil, warnings, errors.Join(errs...)
 	}
+	out, err = encodeDocuments(docs, parsed, changed)
+	return out, warnings, err
+}
+
+// parseDocuments parses each document: the root node of each, nil for a
+// document of comments or nothing, or for one that is malformed, which
+// errs reports with its line in the stream.
+func parseDocuments(docs []document) (parsed []*yaml.Node, errs []error) {
+	parsed = make([]*yaml.Node, len(docs))
+	for i, d := range docs {
+		var n yaml.Node
+		if err := yaml.Unmarshal(d.body, &n); err != nil {
+			// Parsed again after as many empty lines as come before it, the
+			// document's error names the line of the stream.
+			err = yaml.Unmarshal(append(bytes.Repeat([]byte("\n"), d.line-1), d.body...), &n)
+			errs = append(errs, fmt.Errorf("document %d: malformed YAML: %v", i+1, err))
+			continue
+		}
+		if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+			parsed[i] = n.Content[0]
+		}
+	}
+	return parsed, errs
+}
+
+// objects returns the objects of a parsed document: the items of a List,
+// or the document's object itself; none for nil.
+func objects(n *yaml.Node) []*yaml.Node {
+	if n == nil {
+		return nil
+	}
+	if kind(n) != "List" {
+		return []*yaml.Node{n}
+	}
+	if items := mapGet(n, "items"); items != nil && items.Kind == yaml.SequenceNode {
+		return items.Content
+	}
+	return nil
+}
+
+// encodeDocuments writes the stream again: each document as it came unless
+// changed, when it is encoded from its parsed node.
+func encodeDocuments(docs []document, parsed []*yaml.Node, changed []bool) ([]byte, error) {
 	var buf bytes.Buffer
 	for i, d := range docs {
 		buf.Write(d.separator)
@@ -259,13 +270,13 @@ func injectYAML(in []byte, o injectOptions) (out []byte, warnings []string, err 
 		enc := yaml.NewEncoder(&buf)
 		enc.SetIndent(2)
 		if err := enc.Encode(parsed[i]); err != nil {
-			return nil, warnings, fmt.Errorf("document %d: %v", i+1, err)
+			return nil, fmt.Errorf("document %d: %v", i+1, err)
 		}
 		if err := enc.Close(); err != nil {
-			return nil, warnings, fmt.Errorf("document %d: %v", i+1, err)
+			return nil, fmt.Errorf("document %d: %v", i+1, err)
 		}
 	}
-	return buf.Bytes(), warnings, nil
+	return buf.Bytes(), nil
 }
 
 // document is one YAML document of a stream: its "---" line (empty for a
@@ -386,67 +397,17 @@ func injectObject(obj *yaml.Node, where string, o injectOptions) ([]podTemplate,
 // a pod spec, each only if absent, and reports whether it changed spec. It
 // changes nothing when it returns an error.
 func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
-	if scalar(mapGet(spec, "hostNetwork")) == "true" {
-		return false, fmt.Errorf("hostNetwork pods share the node's ports: the sidecar's %d and %d would collide across pods; inject only pods with their own network", proxyPort, adminPort)
+	if err := checkPodShape(spec); err != nil {
+		return false, err
 	}
-	for _, f := range []struct {
-		name, what string
-		kind       yaml.Kind
-	}{
-		{"containers", "list", yaml.SequenceNode},
-		{"initContainers", "list", yaml.SequenceNode},
-		{"volumes", "list", yaml.SequenceNode},
-		{"securityContext", "mapping", yaml.MappingNode},
-	} {
-		if v := mapGet(spec, f.name); v != nil && v.Kind != f.kind && v.Tag != "!!null" {
-			return false, fmt.Errorf("its %s is neither a %s nor null", f.name, f.what)
-		}
+	existing, want, err := findSidecar(spec, o)
+	if err != nil {
+		return false, err
 	}
-	if len(seq(mapGet(spec, "containers"))) == 0 {
-		return false, errors.New("the pod has no containers: nothing for the sidecar to stand in front of")
+	missing, err := missingVolumes(spec, o)
+	if err != nil {
+		return false, err
 	}
-	want, other := "initContainers", "containers"
-	if o.Legacy {
-		want, other = other, want
-	}
-	var existing *yaml.Node
-	for _, list := range []string{"initContainers", "containers"} {
-		for _, c := range seq(mapGet(spec, list)) {
-			if scalar(mapGet(c, "name")) == sidecarName {
-				if list == other {
-					return false, fmt.Errorf("it already has %s in %s; as a %s it belongs in %s (remove it to inject anew)", sidecarName, other, sidecarKind(o.Legacy), want)
-				}
-				existing = c
-				continue
-			}
-			for _, port := range seq(mapGet(c, "ports")) {
-				if n := scalar(mapGet(port, "containerPort")); n == strconv.Itoa(proxyPort) || n == strconv.Itoa(adminPort) {
-					return false, fmt.Errorf("container %s already uses port %s, one of the sidecar's (%d, %d)", scalar(mapGet(c, "name")), n, proxyPort, adminPort)
-				}
-				if n := scalar(mapGet(port, "name")); slices.Contains(sidecarPortNames, n) {
-					return false, fmt.Errorf("container %s already names a port %q, as the sidecar does: port names are unique in a pod; rename it", scalar(mapGet(c, "name")), n)
-				}
-			}
-		}
-	}
-	if existing != nil {
-		if img := scalar(mapGet(existing, "image")); img != o.Image {
-			return false, fmt.Errorf("it already has a container %s with image %q, not %q (remove it to inject anew)", sidecarName, img, o.Image)
-		}
-	}
-	volumes := mapGet(spec, "volumes")
-	missing := []string{configVolume, tmpVolume}
-	for _, v := range seq(volumes) {
-		name := scalar(mapGet(v, "name"))
-		switch {
-		case name == configVolume && scalar(mapGet(mapGet(v, "configMap"), "name")) != o.ConfigMap:
-			return false, fmt.Errorf("it already has a volume %s that is not the ConfigMap %s (remove it to inject anew)", configVolume, o.ConfigMap)
-		case name == tmpVolume && mapGet(v, "emptyDir") == nil:
-			return false, fmt.Errorf("it already has a volume %s that is not an emptyDir (remove it to inject anew)", tmpVolume)
-		}
-		missing = slices.DeleteFunc(missing, func(m string) bool { return m == name })
-	}
-
 	changed := false
 	if existing == nil {
 		l := mapGet(spec, want)
@@ -457,6 +418,7 @@ func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
 		l.Content = append(l.Content, sidecar(o))
 		changed = true
 	}
+	volumes := mapGet(spec, "volumes")
 	for _, name := range missing {
 		if volumes == nil || volumes.Kind != yaml.SequenceNode {
 			volumes = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
@@ -475,6 +437,85 @@ func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
 		changed = true
 	}
 	return changed, nil
+}
+
+// checkPodShape refuses a pod spec the sidecar cannot join: one on the
+// node's network, one whose lists are of the wrong type, one with no
+// containers.
+func checkPodShape(spec *yaml.Node) error {
+	if scalar(mapGet(spec, "hostNetwork")) == "true" {
+		return fmt.Errorf("hostNetwork pods share the node's ports: the sidecar's %d and %d would collide across pods; inject only pods with their own network", proxyPort, adminPort)
+	}
+	for _, f := range []struct {
+		name, what string
+		kind       yaml.Kind
+	}{
+		{"containers", "list", yaml.SequenceNode},
+		{"initContainers", "list", yaml.SequenceNode},
+		{"volumes", "list", yaml.SequenceNode},
+		{"securityContext", "mapping", yaml.MappingNode},
+	} {
+		if v := mapGet(spec, f.name); v != nil && v.Kind != f.kind && v.Tag != "!!null" {
+			return fmt.Errorf("its %s is neither a %s nor null", f.name, f.what)
+		}
+	}
+	if len(seq(mapGet(spec, "containers"))) == 0 {
+		return errors.New("the pod has no containers: nothing for the sidecar to stand in front of")
+	}
+	return nil
+}
+
+// findSidecar returns the pod's sds-proxy container (nil when it has none)
+// and the list it belongs in, refusing a pod whose sidecar is in the other
+// list or has another image, and one whose containers use the sidecar's
+// ports or port names.
+func findSidecar(spec *yaml.Node, o injectOptions) (existing *yaml.Node, want string, err error) {
+	want, other := "initContainers", "containers"
+	if o.Legacy {
+		want, other = other, want
+	}
+	for _, list := range []string{"initContainers", "containers"} {
+		for _, c := range seq(mapGet(spec, list)) {
+			if scalar(mapGet(c, "name")) == sidecarName {
+				if list == other {
+					return nil, "", fmt.Errorf("it already has %s in %s; as a %s it belongs in %s (remove it to inject anew)", sidecarName, other, sidecarKind(o.Legacy), want)
+				}
+				existing = c
+				continue
+			}
+			for _, port := range seq(mapGet(c, "ports")) {
+				if n := scalar(mapGet(port, "containerPort")); n == strconv.Itoa(proxyPort) || n == strconv.Itoa(adminPort) {
+					return nil, "", fmt.Errorf("container %s already uses port %s, one of the sidecar's (%d, %d)", scalar(mapGet(c, "name")), n, proxyPort, adminPort)
+				}
+				if n := scalar(mapGet(port, "name")); slices.Contains(sidecarPortNames, n) {
+					return nil, "", fmt.Errorf("container %s already names a port %q, as the sidecar does: port names are unique in a pod; rename it", scalar(mapGet(c, "name")), n)
+				}
+			}
+		}
+	}
+	if existing != nil {
+		if img := scalar(mapGet(existing, "image")); img != o.Image {
+			return nil, "", fmt.Errorf("it already has a container %s with image %q, not %q (remove it to inject anew)", sidecarName, img, o.Image)
+		}
+	}
+	return existing, want, nil
+}
+
+// missingVolumes returns the sidecar's volumes the pod lacks, refusing a
+// pod that has one of their names for another volume.
+func missingVolumes(spec *yaml.Node, o injectOptions) ([]string, error) {
+	missing := []string{configVolume, tmpVolume}
+	for _, v := range seq(mapGet(spec, "volumes")) {
+		name := scalar(mapGet(v, "name"))
+		switch {
+		case name == configVolume && scalar(mapGet(mapGet(v, "configMap"), "name")) != o.ConfigMap:
+			return nil, fmt.Errorf("it already has a volume %s that is not the ConfigMap %s (remove it to inject anew)", configVolume, o.ConfigMap)
+		case name == tmpVolume && mapGet(v, "emptyDir") == nil:
+			return nil, fmt.Errorf("it already has a volume %s that is not an emptyDir (remove it to inject anew)", tmpVolume)
+		}
+		missing = slices.DeleteFunc(missing, func(m string) bool { return m == name })
+	}
+	return missing, nil
 }
 
 func sidecarKind(legacy bool) string {
