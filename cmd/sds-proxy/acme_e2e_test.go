@@ -118,6 +118,11 @@ func startPebble(t *testing.T) *pebble {
 			t.Fatalf("pebble did not start: %s %s", started.stdout, started.stderr)
 		}
 	}
+	// Pebble prints its addresses before its listeners accept: wait until
+	// both do.
+	if !eventually(wait, func() bool { return accepts(acmeAddr) && accepts(mgmtAddr) }) {
+		t.Fatalf("pebble's listeners %s and %s did not accept within %v", acmeAddr, mgmtAddr, wait)
+	}
 	trust := x509.NewCertPool()
 	pem, err := os.ReadFile(caRoot)
 	if err != nil || !trust.AppendCertsFromPEM(pem) {
@@ -252,4 +257,14 @@ func checkACMEServed(t *testing.T, peb *pebble, p *proxyProcess) {
 	if !strings.Contains(fmt.Sprint(leaf.Issuer), "Pebble") {
 		t.Errorf("certificate issued by %v, want Pebble's intermediate", leaf.Issuer)
 	}
+}
+
+// accepts reports whether a TCP connection to addr succeeds.
+func accepts(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
