@@ -146,7 +146,7 @@ func TestConcurrentReconfigure(t *testing.T) {
 			cur.Store(np)
 			if i%8 == 0 {
 				np.Snapshot(t0)
-				np.Tripped(t0)
+				np.State(t0)
 			}
 		}
 	})

@@ -191,9 +191,47 @@ func (m *model) enter(now int64, pressureTest bool) (Verdict, *modelCall) {
 	}
 	// 3. the strategies, in order.
 	c := m.counts(now)
+	v := m.judge(now, c)
+	v.Events = ev
+	if v.Strategy == 0 {
+		if m.tripped {
+			m.tripped = false
+			v.Events |= EventRecovered
+		}
+		m.takeToken(now)
+		v.Allowed = true
+		return v, m.forward(now, false)
+	}
+	// 4. a trip.
+	if !m.tripped {
+		m.tripped = true
+		v.Events |= EventTripped
+	}
+	tc := c
+	tc.Visits++
+	m.last = Trip{Strategy: v.Strategy, At: time.Unix(0, now).UTC(), Count: v.Count, Threshold: v.Threshold, Counts: tc, InFlight: m.inflight}
+	if s.DelayTime > 0 && !m.delay.active {
+		m.delay.active, m.delay.strategy, m.delay.probing = true, v.Strategy, false
+		m.delay.until = now + int64(s.DelayTime)
+		m.delay.nextProbe = now + int64(s.RetryInterval)
+		v.Events |= EventDelayStarted
+	}
+	if !m.draw() {
+		m.takeToken(now)
+		v.Allowed = true
+		return v, m.forward(now, false)
+	}
+	return m.degrade(now, v)
+}
+
+// judge applies the strategies in order to a request at now on window
+// counts c; the zero Verdict when they all pass. It has no effect on the
+// model (tokenAvailable only brings the bucket's credit up to now).
+func (m *model) judge(now int64, c Counts) Verdict {
+	s := &m.s
 	visits := c.Visits + 1
 	passed := visits - c.Degraded
-	v := Verdict{Events: ev}
+	var v Verdict
 	visit, conc, count := sds(s.VisitThreshold), sds(s.ConcurrentThreshold), sds(s.TimeoutCountThreshold)
 	exc, rate := sds(s.ExceptionThreshold), sds(s.ExceptionRateThreshold)
 	switch {
@@ -210,35 +248,7 @@ func (m *model) enter(now int64, pressureTest bool) (Verdict, *modelCall) {
 	case rate >= 0 && visits > s.ExceptionRateStart && c.Exceptions*100 >= rate*passed:
 		v.Strategy, v.Count, v.Threshold = ExceptionRate, c.Exceptions*100/passed, rate
 	}
-	if v.Strategy == 0 {
-		if m.tripped {
-			m.tripped = false
-			v.Events |= EventRecovered
-		}
-		m.takeToken(now)
-		v.Allowed = true
-		return v, m.forward(now, false)
-	}
-	// 4. a trip.
-	if !m.tripped {
-		m.tripped = true
-		v.Events |= EventTripped
-	}
-	tc := c
-	tc.Visits = visits
-	m.last = Trip{Strategy: v.Strategy, At: time.Unix(0, now).UTC(), Count: v.Count, Threshold: v.Threshold, Counts: tc, InFlight: m.inflight}
-	if s.DelayTime > 0 && !m.delay.active {
-		m.delay.active, m.delay.strategy, m.delay.probing = true, v.Strategy, false
-		m.delay.until = now + int64(s.DelayTime)
-		m.delay.nextProbe = now + int64(s.RetryInterval)
-		v.Events |= EventDelayStarted
-	}
-	if !m.draw() {
-		m.takeToken(now)
-		v.Allowed = true
-		return v, m.forward(now, false)
-	}
-	return m.degrade(now, v)
+	return v
 }
 
 func (c *modelCall) timeout(now int64) bool {
@@ -285,12 +295,38 @@ func (c *modelCall) exit(now int64, o Outcome) Events {
 	return 0
 }
 
+// settle ends a delay whose time has passed and recovers a trip that the
+// window has left behind (Point.Settle).
+func (m *model) settle(now int64) Events {
+	var ev Events
+	if m.delay.active && now >= m.delay.until {
+		m.endDelay()
+		ev |= EventDelayEnded
+	}
+	if m.tripped && !m.delay.active && m.judge(now, m.counts(now)).Strategy == 0 {
+		m.tripped = false
+		ev |= EventRecovered
+	}
+	return ev
+}
+
+// state is what the next plain request would get at now (README, State
+// model): a delay whose time has passed is over, and the next request would
+// find its window cleared.
 func (m *model) state(now int64) State {
+	inDelay := m.delay.active && now < m.delay.until
+	c := m.counts(now)
+	if m.delay.active && !inDelay {
+		c = Counts{}
+	}
+	trips := m.judge(now, c).Strategy != 0
 	switch {
-	case m.delay.active && now < m.delay.until:
+	case m.s.Shadow && (inDelay || trips):
+		return Shadow
+	case inDelay:
 		return Delay
-	case m.tripped:
-		return Tripped
+	case trips:
+		return Open
 	}
 	return Closed
 }
@@ -481,6 +517,11 @@ func runModel(t *testing.T, tc modelCase, seed uint64) {
 				t.Fatalf("%s: Enter(pressureTest=%v) = %+v, want %+v", where(), pt, got, want)
 			}
 			calls = append(calls, c) // degraded ones too: their Exit must do nothing
+		case x < 53: // Settle, as the handler's loop does once a second
+			logf("Settle")
+			if got, want := p.Settle(at), m.settle(now); got != want {
+				t.Fatalf("%s: Settle = %v, want %v", where(), got, want)
+			}
 		case x < 62: // Timeout
 			c := calls[r.IntN(len(calls))]
 			logf("call %p: Timeout", c)
@@ -516,8 +557,8 @@ func runModel(t *testing.T, tc modelCase, seed uint64) {
 		if sn.InFlight != m.inflight {
 			t.Fatalf("%s: InFlight = %d, want %d", where(), sn.InFlight, m.inflight)
 		}
-		if want := m.state(now); sn.State != want {
-			t.Fatalf("%s: State = %v, want %v", where(), sn.State, want)
+		if want := m.state(now); sn.Status.State != want || p.State(at) != want {
+			t.Fatalf("%s: State = %v (State() %v), want %v", where(), sn.Status.State, p.State(at), want)
 		}
 		got := sn.LastTrip
 		got.At = got.At.UTC()

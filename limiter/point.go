@@ -34,7 +34,7 @@ type Point struct {
 type pointState struct {
 	win *window
 
-	tripped atomic.Bool   // the strategies failed at the last judged request
+	tripped atomic.Bool   // a trip was reported (EventTripped) and its recovery not yet; not the State
 	inDelay atomic.Bool   // mirrors delay.active for a lock-free check
 	gen     atomic.Uint64 // incremented when the window is cleared
 

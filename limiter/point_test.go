@@ -438,8 +438,8 @@ func TestShadow(t *testing.T) {
 	if got, w := counts(p, at(500*ms)), (Counts{Visits: 4, Degraded: 2, Exceptions: 1}); got != w {
 		t.Errorf("counts = %+v, want %+v", got, w)
 	}
-	if sn := p.Snapshot(at(500 * ms)); sn.State != Delay || sn.DelayStrategy != Visit {
-		t.Errorf("state = %v (%v), want delay (visit)", sn.State, sn.DelayStrategy)
+	if st := p.Snapshot(at(500 * ms)).Status; st.State != Shadow || !st.InDelay || st.DelayStrategy != Visit {
+		t.Errorf("state = %v (in delay %v, %v), want shadow in a delay (visit)", st.State, st.InDelay, st.DelayStrategy)
 	}
 	v, c = enter(p, at(time.Second))
 	if !v.Allowed || v.Shadow || !v.Probe {
@@ -455,7 +455,7 @@ func TestPressureTest(t *testing.T) {
 	p := mustPoint(t, settings(func(s *Settings) { s.PressureTestDowngrade, s.DowngradeRate, s.Percent = true, At(50), noDraw }))
 	v := p.Enter(new(Call), at(0), true)
 	want(t, "pressure test", v, false, PressureTest, 0, 0)
-	if v.Events != 0 || p.Tripped(at(0)) {
+	if v.Events != 0 || p.State(at(0)) != Closed {
 		t.Errorf("pressure test tripped the point: events %v", v.Events)
 	}
 	pass(t, p, 1, at(0), OK) // ordinary traffic is judged
@@ -513,8 +513,8 @@ func TestDelayAndProbes(t *testing.T) {
 	t.Run("probes", func(t *testing.T) {
 		p := newP(nil)
 		trip(p)
-		if sn := p.Snapshot(at(0)); sn.State != Delay || sn.DelayUntil != at(delay) || !p.Tripped(at(0)) {
-			t.Errorf("state %v until %v, want delay until %v", sn.State, sn.DelayUntil.Sub(t0), delay)
+		if st := p.Snapshot(at(0)).Status; st.State != Delay || st.DelayUntil != at(delay) || st.NextProbe != at(retry) || p.State(at(0)) != Delay {
+			t.Errorf("state %v until %v, next probe %v; want delay until %v, next probe %v", st.State, st.DelayUntil.Sub(t0), st.NextProbe.Sub(t0), delay, retry)
 		}
 		degraded(p, retry-1)
 		c := probe(p, retry)
@@ -536,8 +536,8 @@ func TestDelayAndProbes(t *testing.T) {
 		if ev := c.Exit(at(3*retry+500*ms), OK); ev != EventDelayEnded {
 			t.Errorf("good probe: events %v, want delay ended", ev)
 		}
-		if sn := p.Snapshot(at(3*retry + 500*ms)); sn.State != Closed || sn.Counts != (Counts{}) || p.Tripped(at(3*retry+500*ms)) {
-			t.Errorf("after a good probe: state %v, counts %+v; want closed with the window cleared", sn.State, sn.Counts)
+		if sn := p.Snapshot(at(3*retry + 500*ms)); sn.Status.State != Closed || sn.Counts != (Counts{}) || p.State(at(3*retry+500*ms)) != Closed {
+			t.Errorf("after a good probe: state %v, counts %+v; want closed with the window cleared", sn.Status.State, sn.Counts)
 		}
 		pass(t, p, 1, at(3*retry+500*ms), OK)
 	})
@@ -555,15 +555,18 @@ func TestDelayAndProbes(t *testing.T) {
 		p := newP(func(s *Settings) { s.RetryInterval = 0 }) // no probes
 		trip(p)
 		degraded(p, delay-1)
-		if sn := p.Snapshot(at(delay)); sn.State != Tripped {
-			t.Errorf("state at the delay's end before a request = %v, want tripped", sn.State)
+		// The next request would end the delay and find the window
+		// cleared: the point reads closed before any request does so.
+		if sn := p.Snapshot(at(delay)); sn.Status.State != Closed || sn.Status.InDelay || sn.Counts == (Counts{}) {
+			t.Errorf("at the delay's end before a request: state %v (in delay %v), counts %+v; want closed, the counts still held", sn.Status.State, sn.Status.InDelay, sn.Counts)
 		}
 		v, _ := enter(p, at(delay))
 		if !v.Allowed || v.Strategy != 0 || v.Events != EventDelayEnded {
 			t.Errorf("at the delay's end: got %+v, want allowed, delay ended", v)
 		}
-		if sn := p.Snapshot(at(delay)); sn.State != Closed || sn.Counts != (Counts{Visits: 1}) {
-			t.Errorf("after the delay: state %v counts %+v, want closed, only the new visit", sn.State, sn.Counts)
+		// visitThreshold 1: the new visit is the one the window allows.
+		if sn := p.Snapshot(at(delay)); sn.Status.State != Open || sn.Counts != (Counts{Visits: 1}) {
+			t.Errorf("after the delay: state %v counts %+v, want open, only the new visit", sn.Status.State, sn.Counts)
 		}
 	})
 	t.Run("calls begun before a clear do not count after it", func(t *testing.T) {
@@ -608,9 +611,9 @@ func TestEventsOnce(t *testing.T) {
 	if v, _ := enter(p, at(0)); v.Events != 0 {
 		t.Errorf("second trip: events %v, want none", v.Events)
 	}
-	if sn := p.Snapshot(at(0)); sn.State != Tripped || sn.LastTrip.Count != 2 || sn.LastTrip.Threshold != 1 ||
+	if sn := p.Snapshot(at(0)); sn.Status.State != Open || sn.Status.Reason != (Reading{Visit, 1, 1, true}) || sn.LastTrip.Count != 2 || sn.LastTrip.Threshold != 1 ||
 		sn.LastTrip.Counts != (Counts{Visits: 3, Degraded: 1}) || !sn.LastTrip.At.Equal(at(0)) {
-		t.Errorf("snapshot: state %v, last trip %+v; want tripped, 2/1 with 3 visits, 1 degraded", sn.State, sn.LastTrip)
+		t.Errorf("snapshot: state %v (%+v), last trip %+v; want open (visit 1/1), 2/1 with 3 visits, 1 degraded", sn.Status.State, sn.Status.Reason, sn.LastTrip)
 	}
 	if v, _ := enter(p, at(time.Second)); v.Events != EventRecovered || !v.Allowed {
 		t.Errorf("recovery: got %+v, want allowed, recovered", v)
@@ -618,8 +621,13 @@ func TestEventsOnce(t *testing.T) {
 	if v, _ := enter(p, at(2*time.Second)); v.Events != 0 {
 		t.Errorf("after recovery: events %v, want none", v.Events)
 	}
-	if p.Snapshot(at(2*time.Second)).State != Closed {
-		t.Errorf("state after recovery, want closed")
+	if st := p.Snapshot(at(2 * time.Second)).Status; st.State != Open || st.Reason != (Reading{Visit, 1, 1, true}) {
+		t.Errorf("state after a request passed = %v (%+v), want open: the window (1s) holds the one request allowed", st.State, st.Reason)
+	}
+	// With no traffic after it, the state decays as the window slides,
+	// with no request and no Settle.
+	if st := p.Snapshot(at(3 * time.Second)).Status; st.State != Closed || st.Reason != (Reading{}) {
+		t.Errorf("state a window after the last request = %v (%+v), want closed", st.State, st.Reason)
 	}
 }
 
@@ -693,7 +701,7 @@ func TestReconfigure(t *testing.T) {
 			t.Fatal(err)
 		}
 		sn := np.Snapshot(at(ms))
-		if sn.Counts != (Counts{Visits: 3, Degraded: 1, Exceptions: 2}) || sn.State != Delay || np.Name() != "p" || np.Settings().VisitThreshold != At(100) {
+		if sn.Counts != (Counts{Visits: 3, Degraded: 1, Exceptions: 2}) || sn.Status.State != Delay || np.Name() != "p" || np.Settings().VisitThreshold != At(100) {
 			t.Errorf("after Reconfigure: %+v", sn)
 		}
 	})
@@ -730,7 +738,7 @@ func TestReconfigure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sn := np.Snapshot(at(ms)); sn.Counts != (Counts{}) || sn.State != Closed || len(sn.Series) != 5 {
+		if sn := np.Snapshot(at(ms)); sn.Counts != (Counts{}) || sn.Status.State != Closed || len(sn.Series) != 5 {
 			t.Errorf("after a shape change: %+v", sn)
 		}
 	})
@@ -772,7 +780,7 @@ func TestNames(t *testing.T) {
 			t.Errorf("Strategy(%d) = %q, want %q", s, s.String(), want)
 		}
 	}
-	for s, want := range map[State]string{0: "", Closed: "closed", Tripped: "tripped", Delay: "delay"} {
+	for s, want := range map[State]string{0: "", Closed: "closed", Open: "open", Delay: "delay", Shadow: "shadow", 9: ""} {
 		if s.String() != want {
 			t.Errorf("State(%d) = %q, want %q", s, s.String(), want)
 		}

@@ -39,27 +39,35 @@ func (s Strategy) String() string {
 	return ""
 }
 
-// State is a point's state as shown to operators. The zero State is unknown.
+// State is a point's state as shown to operators: what the next plain
+// request would get (README, State model). The zero State is unknown.
 type State uint8
 
 const (
-	// Closed: the strategies passed at the last judged request.
+	// Closed: every strategy passes; the next request is forwarded.
 	Closed State = iota + 1
-	// Tripped: the strategies failed at the last judged request.
-	Tripped
-	// Delay: the point is inside its delay; requests are degraded but for probes.
+	// Open: a strategy would degrade the next request (subject to
+	// DowngradePercent's draw).
+	Open
+	// Delay: the point is inside its delay; requests are degraded but for
+	// probes.
 	Delay
+	// Shadow: a shadow point whose next request would be degraded, by a
+	// strategy or by its delay, were it enforcing; it is forwarded.
+	Shadow
 )
 
-// String returns "closed", "tripped" or "delay".
+// String returns "closed", "open", "delay" or "shadow".
 func (s State) String() string {
 	switch s {
 	case Closed:
 		return "closed"
-	case Tripped:
-		return "tripped"
+	case Open:
+		return "open"
 	case Delay:
 		return "delay"
+	case Shadow:
+		return "shadow"
 	}
 	return ""
 }
