@@ -83,5 +83,5 @@ func run(p *limiter.Point, start time.Time) {
 		now = now.Add(time.Duration(i*i) * 10 * time.Millisecond)
 	}
 	p.Snapshot(now)
-	p.Tripped(now)
+	p.State(now)
 }
