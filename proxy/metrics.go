@@ -169,7 +169,7 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	for _, p := range c.points() {
 		tripped := 0.0
-		if p.lim.Tripped(now) {
+		if s := p.lim.State(now); s == limiter.Open || s == limiter.Delay {
 			tripped = 1
 		}
 		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(p.lim.InFlight()), p.name)
