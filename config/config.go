@@ -27,6 +27,10 @@ type File struct {
 	Path string
 	// Hash is the hex SHA-256 of the file's raw bytes ("" for Default).
 	Hash string
+	// Raw is the file's bytes as read, a copy the File owns (nil for
+	// Default). The admin port serves it as GET /config, for
+	// `sds-proxy validate -diff`.
+	Raw []byte
 	// Warnings are the problems that do not reject the file (each with
 	// Warning set), sorted by position; nil when there are none. validate
 	// prints them and run logs them on each load.
@@ -188,6 +192,10 @@ type Fallback struct {
 	// BodySet is true when body or bodyFile was given (an empty body is then
 	// meant).
 	BodySet bool
+	// BodyFile is the bodyFile as written, relative to the config file's
+	// directory or absolute; "" when the file gives none. Parse reads it
+	// into Body; ParseText leaves Body nil.
+	BodyFile string
 	// GRPCStatus is the grpc-status, 0-16, that gRPC calls get instead of
 	// the HTTP answer above; used when GRPCStatusSet, else the proxy's
 	// default 14 (UNAVAILABLE).

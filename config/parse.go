@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -36,15 +37,36 @@ func Load(path string, opts Options) (*File, error) {
 // FILE:LINE:COL: message line per problem, sorted by position. Warnings
 // alone do not reject the file: they are in File.Warnings.
 func Parse(path string, data []byte, opts Options) (*File, error) {
+	return parse(path, data, opts, true)
+}
+
+// ParseText parses data as Parse does, but reads and checks no file the
+// config names, for a config written for another machine (`sds-proxy
+// validate -diff` compares the file in force at a running proxy, whose
+// files may not exist here): a fallback's bodyFile is kept as written in
+// Fallback.BodyFile with Body nil, and the TLS and ACME paths are kept as
+// written, neither resolved nor checked. Two configs parsed by ParseText
+// then compare their paths as text, not the files' contents.
+func ParseText(path string, data []byte, opts Options) (*File, error) {
+	return parse(path, data, opts, false)
+}
+
+// parse is Parse, which reads the files the config names when readOthers
+// is true, and ParseText.
+func parse(path string, data []byte, opts Options, readOthers bool) (*File, error) {
 	p := &problems{file: path}
 	d := decode(data, p)
 	if d == nil {
 		return nil, p.err()
 	}
 	sum := sha256.Sum256(data)
-	d.f.Path, d.f.Hash = path, hex.EncodeToString(sum[:])
+	d.f.Path, d.f.Hash, d.f.Raw = path, hex.EncodeToString(sum[:]), bytes.Clone(data)
 	override(d.f, opts)
-	readFiles(d, filepath.Dir(path), p)
+	if readOthers {
+		readFiles(d, filepath.Dir(path), p)
+	} else {
+		checkBodyFiles(d, p)
+	}
 	validate(d, opts, p)
 	if err := p.err(); err != nil {
 		return nil, err
@@ -68,20 +90,33 @@ func Default(opts Options) (*File, error) {
 	return d.f, nil
 }
 
-// readFiles reads each fallback's bodyFile into its Body and resolves the
-// TLS files' paths, all relative to dir.
-func readFiles(d *decoded, dir string, p *problems) {
+// checkBodyFiles sets each fallback's BodyFile as written and reports an
+// empty one.
+func checkBodyFiles(d *decoded, p *problems) {
 	for i := range d.f.Points {
 		pt := &d.f.Points[i]
 		name, ok := d.bodyFile[pt.Name]
 		if !ok {
 			continue
 		}
-		at := d.at[loc{point: pt.Name, field: "fallback.bodyFile"}].val
+		pt.Fallback.BodyFile = name
 		if name == "" {
-			p.add(at, "fallback.bodyFile is empty; give the path of the body's file, or use body:")
+			p.add(d.at[loc{point: pt.Name, field: "fallback.bodyFile"}].val, "fallback.bodyFile is empty; give the path of the body's file, or use body:")
+		}
+	}
+}
+
+// readFiles reads each fallback's bodyFile into its Body and resolves the
+// TLS files' paths, all relative to dir.
+func readFiles(d *decoded, dir string, p *problems) {
+	checkBodyFiles(d, p)
+	for i := range d.f.Points {
+		pt := &d.f.Points[i]
+		name, ok := d.bodyFile[pt.Name]
+		if !ok || name == "" {
 			continue
 		}
+		at := d.at[loc{point: pt.Name, field: "fallback.bodyFile"}].val
 		body, err := readFile(inDir(dir, name), maxBodyFile)
 		if err != nil {
 			p.add(at, "fallback.bodyFile: %s", fileProblem(inDir(dir, name), err))

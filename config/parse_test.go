@@ -102,13 +102,15 @@ func TestParseRootExample(t *testing.T) {
 }
 
 func TestParseDefaults(t *testing.T) {
-	f, err := Parse("sds.yaml", []byte(withPoint("visitThreshold: 10")), Options{})
+	src := withPoint("visitThreshold: 10")
+	f, err := Parse("sds.yaml", []byte(src), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := File{
 		Path:             "sds.yaml",
 		Hash:             f.Hash,
+		Raw:              []byte(src),
 		Listen:           "0.0.0.0:8080",
 		Upstream:         "http://127.0.0.1:9000",
 		Admin:            "0.0.0.0:9901",

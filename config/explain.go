@@ -1,0 +1,259 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+)
+
+// Setting is one setting that differs between two configs, for a person
+// to read (`sds-proxy validate -diff`).
+type Setting struct {
+	// Key names the setting as the file does: "window", "tls.certFile",
+	// or, within a point, "visitThreshold", "fallback.status".
+	Key string
+	// From and To are the setting's values, written as in the file where
+	// they can be: a string quoted, "off" for a threshold or a duration
+	// that is off, "default" for a fallback field left to the proxy's
+	// default, a body as its size and its first bytes quoted.
+	From, To string
+}
+
+// String returns "key: from -> to".
+func (s Setting) String() string { return s.Key + ": " + s.From + " -> " + s.To }
+
+// PointSettings returns the settings that differ between two versions of
+// a point, in the order of the file's point keys (README, Configuration);
+// nil when none does. It explains what Diff reports as a changed point:
+// when Diff names a point changed, PointSettings names at least one
+// setting.
+func PointSettings(from, to *Point) []Setting {
+	var out settings
+	a, b := &from.Policy, &to.Policy
+	out.add("timeoutThreshold", offDuration(a.TimeoutThreshold), offDuration(b.TimeoutThreshold))
+	out.add("timeoutCountThreshold", threshold(a.TimeoutCountThreshold), threshold(b.TimeoutCountThreshold))
+	out.add("visitThreshold", threshold(a.VisitThreshold), threshold(b.VisitThreshold))
+	out.add("concurrentThreshold", threshold(a.ConcurrentThreshold), threshold(b.ConcurrentThreshold))
+	out.add("exceptionThreshold", threshold(a.ExceptionThreshold), threshold(b.ExceptionThreshold))
+	out.add("exceptionRateThreshold", threshold(a.ExceptionRateThreshold), threshold(b.ExceptionRateThreshold))
+	out.add("exceptionRateStart", strconv.FormatInt(a.ExceptionRateStart, 10), strconv.FormatInt(b.ExceptionRateStart, 10))
+	out.add("tokenBucketGeneratedTokensInSecond", threshold(a.TokensPerSecond), threshold(b.TokensPerSecond))
+	out.add("tokenBucketSize", threshold(a.TokenBucketSize), threshold(b.TokenBucketSize))
+	out.add("downgradeRate", threshold(a.DowngradeRate), threshold(b.DowngradeRate))
+	out.add("delayTime", offDuration(a.DelayTime), offDuration(b.DelayTime))
+	out.add("retryInterval", offDuration(a.RetryInterval), offDuration(b.RetryInterval))
+	out.add("pressureTestDowngrade", strconv.FormatBool(a.PressureTestDowngrade), strconv.FormatBool(b.PressureTestDowngrade))
+	out.add("mode", mode(a.Shadow), mode(b.Shadow))
+	out.add("upstreamTimeout", offDuration(from.UpstreamTimeout), offDuration(to.UpstreamTimeout))
+	out.add("fallbackOnError", strconv.FormatBool(from.FallbackOnError), strconv.FormatBool(to.FallbackOnError))
+	fa, fb := &from.Fallback, &to.Fallback
+	out.add("fallback.status", fallbackStatus(fa.Status), fallbackStatus(fb.Status))
+	out.add("fallback.headers", headers(fa.Headers), headers(fb.Headers))
+	out.add("fallback.bodyFile", unsetString(fa.BodyFile), unsetString(fb.BodyFile))
+	if fa.BodySet != fb.BodySet || !bytes.Equal(fa.Body, fb.Body) {
+		out = append(out, Setting{"fallback.body", body(fa), body(fb)})
+	}
+	out.add("fallback.grpcStatus", grpcStatus(fa), grpcStatus(fb))
+	out.add("fallback.grpcMessage", unsetString(fa.GRPCMessage), unsetString(fb.GRPCMessage))
+	return out
+}
+
+// FileSettings returns the top-level settings that differ between two
+// configs, in the order Diff names them in Change.Settings (reload) and
+// Change.NeedsRestart (restart): a key of restart starts with one of
+// NeedsRestart's names ("tls.certFile" for "tls").
+func FileSettings(from, to *File) (reload, restart []Setting) {
+	var r settings
+	r.add("upstream", strconv.Quote(from.Upstream), strconv.Quote(to.Upstream))
+	r.add("forwardedHeaders", strconv.FormatBool(from.ForwardedHeaders), strconv.FormatBool(to.ForwardedHeaders))
+	r.add("window", from.Window.String(), to.Window.String())
+	r.add("buckets", strconv.Itoa(from.Buckets), strconv.Itoa(to.Buckets))
+	r.add("pressureTestHeader", strconv.Quote(from.PressureTestHeader), strconv.Quote(to.PressureTestHeader))
+	r.add("accessLog", strconv.FormatBool(from.AccessLog), strconv.FormatBool(to.AccessLog))
+	r.add("drainTimeout", from.DrainTimeout.String(), to.DrainTimeout.String())
+	r.add("maxConnections", strconv.Itoa(from.MaxConnections), strconv.Itoa(to.MaxConnections))
+	var s settings
+	s.add("listen", strconv.Quote(from.Listen), strconv.Quote(to.Listen))
+	s.add("admin", strconv.Quote(from.Admin), strconv.Quote(to.Admin))
+	s.add("tls.certFile", unsetString(from.TLS.CertFile), unsetString(to.TLS.CertFile))
+	s.add("tls.keyFile", unsetString(from.TLS.KeyFile), unsetString(to.TLS.KeyFile))
+	switch a, b := from.TLS.ACME, to.TLS.ACME; {
+	case a == nil && b == nil:
+	case a == nil || b == nil:
+		s.add("tls.acme", acme(a), acme(b))
+	default:
+		s.add("tls.acme.domains", strings.Join(a.Domains, " "), strings.Join(b.Domains, " "))
+		s.add("tls.acme.email", unsetString(a.Email), unsetString(b.Email))
+		s.add("tls.acme.ca", unsetString(a.CA), unsetString(b.CA))
+		s.add("tls.acme.caRoot", unsetString(a.CARoot), unsetString(b.CARoot))
+		s.add("tls.acme.storage", unsetString(a.Storage), unsetString(b.Storage))
+		s.add("tls.acme.httpListen", unsetString(a.HTTPListen), unsetString(b.HTTPListen))
+	}
+	s.add("h2c", strconv.FormatBool(from.H2C), strconv.FormatBool(to.H2C))
+	return r, s
+}
+
+// RouteEdit is one line of the difference between two route lists: a
+// route of the old list that is not in the new one, or the reverse.
+type RouteEdit struct {
+	// Added is true for a route of the new list, false for one of the old.
+	Added bool
+	// Index is the route's position in its own list, from 1.
+	Index int
+	// Route is the route.
+	Route Route
+}
+
+// RoutesDiff returns the shortest list of edits (a longest common
+// subsequence) that turns from into to, in the order a line diff prints
+// them: at each place, the old routes removed, then the new ones added.
+// It is nil when the lists are equal, as Diff compares them. Both lists hold at most maxRoutes
+// routes, so its table of len(from)*len(to) cells stays within 4 MiB.
+func RoutesDiff(from, to []Route) []RouteEdit {
+	n, m := len(from), len(to)
+	// common[i*(m+1)+j] is the length of the longest common subsequence
+	// of from[i:] and to[j:].
+	common := make([]int32, (n+1)*(m+1))
+	at := func(i, j int) *int32 { return &common[i*(m+1)+j] }
+	same := func(i, j int) bool { return reflect.DeepEqual(from[i], to[j]) }
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if same(i, j) {
+				*at(i, j) = *at(i+1, j+1) + 1
+			} else {
+				*at(i, j) = max(*at(i+1, j), *at(i, j+1))
+			}
+		}
+	}
+	var out []RouteEdit
+	i, j := 0, 0
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && same(i, j):
+			i, j = i+1, j+1
+		case j == m || (i < n && *at(i+1, j) >= *at(i, j+1)):
+			out = append(out, RouteEdit{Index: i + 1, Route: from[i]})
+			i++
+		default:
+			out = append(out, RouteEdit{Added: true, Index: j + 1, Route: to[j]})
+			j++
+		}
+	}
+	return out
+}
+
+// String describes the route on one line: its conditions, then the point,
+// such as "methods GET,HEAD host api.example.com pathPrefix /orders -> orders.read",
+// or "every request -> p" for a route with no condition.
+func (r Route) String() string {
+	var conds []string
+	if len(r.Methods) > 0 {
+		conds = append(conds, "methods "+strings.Join(r.Methods, ","))
+	}
+	if r.Host != "" {
+		conds = append(conds, "host "+r.Host)
+	}
+	if r.Path != "" {
+		conds = append(conds, "path "+r.Path)
+	}
+	if r.PathPrefix != "" {
+		conds = append(conds, "pathPrefix "+r.PathPrefix)
+	}
+	if len(conds) == 0 {
+		conds = []string{"every request"}
+	}
+	return strings.Join(conds, " ") + " -> " + r.Point
+}
+
+// settings gathers the settings that differ.
+type settings []Setting
+
+// add appends key when its two values differ.
+func (s *settings) add(key, from, to string) {
+	if from != to {
+		*s = append(*s, Setting{key, from, to})
+	}
+}
+
+// maxShown bounds how many bytes of a body a Setting quotes.
+const maxShown = 40
+
+func threshold(t limiter.Threshold) string {
+	if n, on := t.Get(); on {
+		return strconv.FormatInt(n, 10)
+	}
+	return "off"
+}
+
+func offDuration(d time.Duration) string {
+	if d <= 0 {
+		return "off"
+	}
+	return d.String()
+}
+
+func mode(shadow bool) string {
+	if shadow {
+		return "shadow"
+	}
+	return "enforce"
+}
+
+func unsetString(s string) string {
+	if s == "" {
+		return "default"
+	}
+	return strconv.Quote(s)
+}
+
+func fallbackStatus(status int) string {
+	if status == 0 {
+		return "default"
+	}
+	return strconv.Itoa(status)
+}
+
+func headers(hs [][2]string) string {
+	if len(hs) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = h[0] + ": " + strconv.Quote(h[1])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func body(f *Fallback) string {
+	switch {
+	case !f.BodySet:
+		return "default"
+	case f.Body == nil && f.BodyFile != "":
+		return "from bodyFile " + strconv.Quote(f.BodyFile)
+	case len(f.Body) > maxShown:
+		return fmt.Sprintf("%d bytes %q...", len(f.Body), f.Body[:maxShown])
+	}
+	return fmt.Sprintf("%d bytes %q", len(f.Body), f.Body)
+}
+
+func grpcStatus(f *Fallback) string {
+	switch {
+	case f.GRPCStatusSet:
+		return strconv.Itoa(f.GRPCStatus)
+	case f.GRPCStatus != 0: // not from a file: the decoder sets both
+		return fmt.Sprintf("default (%d unset)", f.GRPCStatus)
+	}
+	return "default"
+}
+
+func acme(a *ACME) string {
+	if a == nil {
+		return "off"
+	}
+	return "domains " + strings.Join(a.Domains, " ")
+}
