@@ -156,6 +156,10 @@ type call struct {
 	// live here so that wrapping allocates nothing.
 	reqBody  clientBody
 	respBody upstreamBody
+	// header is the client's request header, whose W3C traceparent
+	// gives the exemplar of the upstream time (traceparent.go); nil for a
+	// request that is not forwarded on a point.
+	header http.Header
 	// upstreamFailed: a read of the upstream's response body failed. Only
 	// the request's goroutine, which copies the body, touches it.
 	upstreamFailed bool
@@ -173,11 +177,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.current.Load()
 	path, rewritten, err := requestPath(r)
 	if err != nil {
+		h.opts.Metrics.rejectedPath.Inc()
 		badPath(w, err)
 		return
 	}
 	p := route(s.Routes, r, path)
 	if p == nil {
+		h.opts.Metrics.unrouted.Inc()
 		ctx := context.WithValue(r.Context(), callKey{}, &call{snap: s, path: rewritten})
 		h.rp.ServeHTTP(w, r.WithContext(ctx))
 		return
@@ -197,7 +203,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c.verdict.Shadow {
 		w.Header().Set("Sds-Shadow-Degraded", p.fallback.answer(verdictReason(c.verdict)).degraded)
 		c.metrics.shadowDegraded.Inc()
-		c.metrics.strategyCounter(c.verdict.Strategy).Inc()
+		c.metrics.shadowStrategyCounter(c.verdict.Strategy).Inc()
 	} else {
 		c.metrics.proxied.Inc()
 	}
@@ -220,6 +226,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 		c.reqBody = clientBody{ReadCloser: r.Body, c: c}
 		r.Body = &c.reqBody
 	}
+	c.header = r.Header
 	c.startClock(p.lim.TimeoutThreshold(), p.upstreamTimeout)
 	completed := false
 	defer func() {
@@ -280,7 +287,7 @@ func (h *Handler) exit(c *call) time.Duration {
 	if timedOutBefore {
 		c.metrics.timeouts.Inc()
 	}
-	c.metrics.duration.Observe(took.Seconds())
+	c.metrics.observeDuration(took.Seconds(), traceID(c.header))
 	return took
 }
 

@@ -323,7 +323,8 @@ func TestShadowMode(t *testing.T) {
 		{"sds_requests_total", map[string]string{"point": "p", "result": "shadow_degraded"}, 2},
 		{"sds_requests_total", map[string]string{"point": "p", "result": "proxied"}, 0},
 		{"sds_requests_total", map[string]string{"point": "p", "result": "degraded"}, 0},
-		{"sds_degraded_total", map[string]string{"point": "p", "strategy": "visit"}, 2},
+		{"sds_shadow_degraded_total", map[string]string{"point": "p", "strategy": "visit"}, 2},
+		{"sds_degraded_total", map[string]string{"point": "p", "strategy": "visit"}, 0},
 	} {
 		if got := rpMetric(t, reg, m.name, m.labels); got != m.want {
 			t.Errorf("%s%v: got %v, want %v", m.name, m.labels, got, m.want)

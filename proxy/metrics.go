@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,19 +17,31 @@ import (
 // registered on the
 // registry passed to NewMetrics. Labels carry point names, never paths.
 type Metrics struct {
-	requests   *prometheus.CounterVec   // point, result
-	degraded   *prometheus.CounterVec   // point, strategy
-	duration   *prometheus.HistogramVec // point
-	errors     *prometheus.CounterVec   // point, kind
-	timeouts   *prometheus.CounterVec   // point
-	reloads    *prometheus.CounterVec   // result
-	lastOK     prometheus.Gauge
-	lastOKTime prometheus.Gauge
-	watchMode  *prometheus.GaugeVec // mode
+	requests       *prometheus.CounterVec   // point, result
+	degraded       *prometheus.CounterVec   // point, strategy
+	shadowDegraded *prometheus.CounterVec   // point, strategy
+	duration       *prometheus.HistogramVec // point
+	errors         *prometheus.CounterVec   // point, kind
+	timeouts       *prometheus.CounterVec   // point
+	unrouted       prometheus.Counter
+	rejected       *prometheus.CounterVec // reason
+	rejectedPath   prometheus.Counter     // rejected{reason="path"}
+	reloads        *prometheus.CounterVec // result
+	lastOK         prometheus.Gauge
+	lastOKTime     prometheus.Gauge
+	watchMode      *prometheus.GaugeVec // mode
+
+	// live returns the points in force (NewMetrics' points): the
+	// collector's gauges and Sample read it.
+	live func() []*Point
+	// collector reports the gauges read from the limiter.
+	collector *pointCollector
 
 	mu         sync.Mutex // guards points and watchModes
 	points     map[string]*pointMetrics
 	watchModes []string // the mode labels of watchMode
+
+	traffic traffic // Sample's recent figures per point (traffic.go)
 }
 
 // Upstream error kinds of sds_upstream_errors_total.
@@ -38,30 +52,65 @@ const (
 	errorBody            = "body"             // the response body broke off mid-copy
 )
 
+// durationBuckets are sds_upstream_duration_seconds' classic buckets in
+// seconds, kept beside the native ones for scrapers that do not read
+// native histograms.
+var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// The native buckets of sds_upstream_duration_seconds.
+const (
+	// durationBucketFactor 1.1 gives schema 3: 8 native buckets per
+	// power of two, each at most 9.05% wider than the one below, so a
+	// quantile is within 9% of the truth whatever timeoutThreshold the
+	// user set, where the classic buckets can be 150% wide.
+	durationBucketFactor = 1.1
+	// durationMaxBuckets bounds a point's populated native buckets: 160
+	// covers 100µs (2^-13 s) to 128 s (2^7) at full resolution, wider
+	// than any real spread of upstream times; past it the client halves
+	// the resolution (schema 2, then 1...) instead of growing, so a
+	// hostile upstream's spread of times cannot grow memory.
+	durationMaxBuckets = 160
+	// durationMinReset is how long a histogram whose resolution was
+	// halved keeps the coarser schema before it is reset to schema 3
+	// (a reset restarts every bucket, classic ones included, which
+	// rate() reads as a counter reset). One hour keeps such resets rare.
+	durationMinReset = time.Hour
+)
+
 // pointMetrics are one point's series, resolved once so the request path
 // does no label lookups.
 type pointMetrics struct {
 	proxied, degraded, shadowDegraded prometheus.Counter
-	byStrategy                        [limiter.LastStrategy + 1]prometheus.Counter // index 0 unused
+	byStrategy                        [limiter.LastStrategy + 1]prometheus.Counter // sds_degraded_total; index 0 unused
+	shadowByStrategy                  [limiter.LastStrategy + 1]prometheus.Counter // sds_shadow_degraded_total; index 0 unused
 	duration                          prometheus.Observer
+	durationExemplar                  prometheus.ExemplarObserver // the same series as duration
+	durationMetric                    prometheus.Metric           // the same again, for Sample's Write
 	transportErrors, timeoutErrors    prometheus.Counter
 	statusErrors, bodyErrors          prometheus.Counter
 	timeouts                          prometheus.Counter
 }
 
-// NewMetrics registers the proxy's metrics on reg. points is read at
-// scrape time for the in-flight and tripped gauges.
+// NewMetrics registers the proxy's metrics on reg. points returns the
+// points in force; it is read at scrape time for the in-flight and state
+// gauges, and by Sample.
 func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_requests_total", Help: "Requests on protected points, by result (proxied, degraded, shadow_degraded).",
+			Name: "sds_requests_total", Help: "Requests on protected points, by result: proxied (forwarded), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it).",
 		}, []string{"point", "result"}),
 		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_degraded_total", Help: "Degraded (or, in shadow mode, would-be degraded) requests by strategy.",
+			Name: "sds_degraded_total", Help: "Requests answered by the point's fallback, by the strategy that degraded them. Shadow points never count here (sds_shadow_degraded_total).",
+		}, []string{"point", "strategy"}),
+		shadowDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_shadow_degraded_total", Help: "Requests a shadow point forwarded that it would have degraded, by the strategy that would have degraded them.",
 		}, []string{"point", "strategy"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sds_upstream_duration_seconds", Help: "Upstream time of forwarded calls, to the end of the response (to the headers for streams), without the time spent waiting on the client.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+			Name: "sds_upstream_duration_seconds", Help: "Upstream time of forwarded calls, to the end of the response (to the headers for streams), without the time spent waiting on the client. Native histogram (schema 3) with classic buckets; exemplars carry the W3C traceparent trace_id.",
+			Buckets:                         durationBuckets,
+			NativeHistogramBucketFactor:     durationBucketFactor,
+			NativeHistogramMaxBucketNumber:  durationMaxBuckets,
+			NativeHistogramMinResetDuration: durationMinReset,
 		}, []string{"point"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sds_upstream_errors_total", Help: "Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx, body).",
@@ -69,6 +118,12 @@ func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
 		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sds_timeouts_total", Help: "Upstream calls that passed the point's timeoutThreshold.",
 		}, []string{"point"}),
+		unrouted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sds_unrouted_requests_total", Help: "Requests that matched no route: forwarded to the upstream unprotected, counted on no point.",
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_rejected_requests_total", Help: "Requests refused before routing, by reason: path (a path the proxy does not route, such as an encoded slash or a bad escape, answered 400). They reach neither a point nor the upstream.",
+		}, []string{"reason"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sds_config_reloads_total", Help: "Config reload attempts by result (success, failure).",
 		}, []string{"result"}),
@@ -81,19 +136,39 @@ func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
 		watchMode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sds_config_watch_mode", Help: "1 for how the config file is watched now (inotify; polling while inotify is unavailable), 0 for the other; all 0 while no file is watched.",
 		}, []string{"mode"}),
+		live:       points,
 		points:     make(map[string]*pointMetrics),
 		watchModes: []string{"inotify", "polling"},
 	}
 	for _, mode := range m.watchModes {
 		m.watchMode.WithLabelValues(mode)
 	}
+	m.rejectedPath = m.rejected.WithLabelValues("path")
+	m.collector = &pointCollector{points: points}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
 	m.lastOK.Set(1)
 	m.lastOKTime.SetToCurrentTime()
-	reg.MustRegister(m.requests, m.degraded, m.duration, m.errors, m.timeouts, m.reloads, m.lastOK, m.lastOKTime, m.watchMode,
-		&pointCollector{points: points})
+	reg.MustRegister(m.requests, m.degraded, m.shadowDegraded, m.duration, m.errors, m.timeouts, m.unrouted, m.rejected,
+		m.reloads, m.lastOK, m.lastOKTime, m.watchMode, m.collector)
 	return m
+}
+
+// setClock makes now the clock the point states are evaluated at on a
+// scrape: the Handler's.
+func (m *Metrics) setClock(now func() time.Time) { m.collector.now.Store(&now) }
+
+// RegisterBuildInfo registers sds_build_info{version,goversion} on reg, a
+// gauge of 1: version is the binary's (as "sds-proxy version" prints it),
+// goversion the Go release it was built with (runtime.Version).
+func RegisterBuildInfo(reg prometheus.Registerer, version string) {
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "sds_build_info",
+		Help:        "1, labelled with the sds-proxy version and the Go version it was built with.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	})
+	info.Set(1)
+	reg.MustRegister(info)
 }
 
 // Reloaded records a reload attempt.
@@ -132,19 +207,23 @@ func (m *Metrics) forPoint(name string) *pointMetrics {
 	if pm, ok := m.points[name]; ok {
 		return pm
 	}
+	duration := m.duration.WithLabelValues(name)
 	pm := &pointMetrics{
-		proxied:         m.requests.WithLabelValues(name, "proxied"),
-		degraded:        m.requests.WithLabelValues(name, "degraded"),
-		shadowDegraded:  m.requests.WithLabelValues(name, "shadow_degraded"),
-		duration:        m.duration.WithLabelValues(name),
-		transportErrors: m.errors.WithLabelValues(name, errorTransport),
-		timeoutErrors:   m.errors.WithLabelValues(name, errorUpstreamTimeout),
-		statusErrors:    m.errors.WithLabelValues(name, errorStatus),
-		bodyErrors:      m.errors.WithLabelValues(name, errorBody),
-		timeouts:        m.timeouts.WithLabelValues(name),
+		proxied:          m.requests.WithLabelValues(name, "proxied"),
+		degraded:         m.requests.WithLabelValues(name, "degraded"),
+		shadowDegraded:   m.requests.WithLabelValues(name, "shadow_degraded"),
+		duration:         duration,
+		durationExemplar: duration.(prometheus.ExemplarObserver),
+		durationMetric:   duration.(prometheus.Metric),
+		transportErrors:  m.errors.WithLabelValues(name, errorTransport),
+		timeoutErrors:    m.errors.WithLabelValues(name, errorUpstreamTimeout),
+		statusErrors:     m.errors.WithLabelValues(name, errorStatus),
+		bodyErrors:       m.errors.WithLabelValues(name, errorBody),
+		timeouts:         m.timeouts.WithLabelValues(name),
 	}
 	for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
 		pm.byStrategy[s] = m.degraded.WithLabelValues(name, s.String())
+		pm.shadowByStrategy[s] = m.shadowDegraded.WithLabelValues(name, s.String())
 	}
 	m.points[name] = pm
 	return pm
@@ -153,33 +232,73 @@ func (m *Metrics) forPoint(name string) *pointMetrics {
 // pointCollector reports the gauges read from the limiter at scrape time.
 type pointCollector struct {
 	points func() []*Point
+	// now is the clock the states are evaluated at: the Handler's (New
+	// sets it before serving), time.Now until then.
+	now atomic.Pointer[func() time.Time]
 }
 
 var (
 	inflightDesc = prometheus.NewDesc("sds_inflight", "Upstream calls in flight on the point.", []string{"point"}, nil)
-	trippedDesc  = prometheus.NewDesc("sds_point_tripped", "1 while the point is tripped or in its delay.", []string{"point"}, nil)
+	trippedDesc  = prometheus.NewDesc("sds_point_tripped",
+		"1 while the point's next plain request would be degraded (state open or delay), evaluated at scrape time; 0 otherwise. A shadow point is never tripped.",
+		[]string{"point"}, nil)
+	stateDesc = prometheus.NewDesc("sds_point_state",
+		"1 for the point's state at scrape time, 0 for the others: closed (every strategy passes), open (a strategy would degrade the next request), delay (inside its delay: degraded but for probes), shadow (a shadow point whose next request would be degraded were it enforcing).",
+		[]string{"point", "state"}, nil)
 )
+
+// pointStates are the states of sds_point_state, one series each.
+var pointStates = [...]limiter.State{limiter.Closed, limiter.Open, limiter.Delay, limiter.Shadow}
 
 func (c *pointCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- inflightDesc
 	ch <- trippedDesc
+	ch <- stateDesc
 }
 
 func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
-	for _, p := range c.points() {
-		tripped := 0.0
-		if s := p.lim.State(now); s == limiter.Open || s == limiter.Delay {
-			tripped = 1
-		}
-		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(p.lim.InFlight()), p.name)
-		ch <- prometheus.MustNewConstMetric(trippedDesc, prometheus.GaugeValue, tripped, p.name)
+	if clock := c.now.Load(); clock != nil {
+		now = (*clock)()
 	}
+	for _, p := range c.points() {
+		state := p.lim.State(now)
+		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(p.lim.InFlight()), p.name)
+		ch <- prometheus.MustNewConstMetric(trippedDesc, prometheus.GaugeValue, gaugeBool(state == limiter.Open || state == limiter.Delay), p.name)
+		for _, s := range pointStates {
+			ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, gaugeBool(state == s), p.name, s.String())
+		}
+	}
+}
+
+// gaugeBool is 1 for true and 0 for false.
+func gaugeBool(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // strategyCounter returns the sds_degraded_total series of strategy s.
 func (pm *pointMetrics) strategyCounter(s limiter.Strategy) prometheus.Counter {
 	return pm.byStrategy[s]
+}
+
+// shadowStrategyCounter returns the sds_shadow_degraded_total series of
+// strategy s.
+func (pm *pointMetrics) shadowStrategyCounter(s limiter.Strategy) prometheus.Counter {
+	return pm.shadowByStrategy[s]
+}
+
+// observeDuration records a forwarded call's upstream time in seconds,
+// with traceID (a W3C trace id, traceparent.go) as the exemplar's trace_id
+// when it is not "". Without a trace id it allocates nothing.
+func (pm *pointMetrics) observeDuration(seconds float64, traceID string) {
+	if traceID == "" {
+		pm.duration.Observe(seconds)
+		return
+	}
+	pm.durationExemplar.ObserveWithExemplar(seconds, prometheus.Labels{"trace_id": traceID})
 }
 
 // The proxy port's connection metrics, read from its connlimit.Limiter.

@@ -123,7 +123,7 @@ func New(opts Options) http.Handler {
 		plainText(w, http.StatusOK, "ok")
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("GET /status", a.status)
 	mux.HandleFunc("GET /{$}", serveDashboard)
 	return mux

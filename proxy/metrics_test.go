@@ -1,0 +1,264 @@
+package proxy_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy"
+)
+
+// family returns the metric family name gathered from reg, or nil.
+func family(t *testing.T, reg *prometheus.Registry, name string) *dto.MetricFamily {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return f
+		}
+	}
+	return nil
+}
+
+func TestRegisterBuildInfo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	proxy.RegisterBuildInfo(reg, "v1.2.3")
+	f := family(t, reg, "sds_build_info")
+	if f == nil || len(f.GetMetric()) != 1 {
+		t.Fatalf("sds_build_info: got %v, want one series", f)
+	}
+	m := f.GetMetric()[0]
+	labels := map[string]string{}
+	for _, l := range m.GetLabel() {
+		labels[l.GetName()] = l.GetValue()
+	}
+	if f.GetType() != dto.MetricType_GAUGE || m.GetGauge().GetValue() != 1 ||
+		len(labels) != 2 || labels["version"] != "v1.2.3" || labels["goversion"] != runtime.Version() {
+		t.Errorf("sds_build_info: got %v %v = %v, want a gauge {version=v1.2.3, goversion=%s} = 1",
+			f.GetType(), labels, m.GetGauge().GetValue(), runtime.Version())
+	}
+}
+
+// TestUnroutedAndRejected checks that a request matching no route is
+// forwarded and counted as unrouted, and one with a path the proxy refuses
+// is answered 400 and counted as rejected, not as unrouted.
+func TestUnroutedAndRejected(t *testing.T) {
+	calls := 0
+	transport := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
+		calls++
+		return rpReply(r, http.StatusOK, "upstream"), nil
+	})
+	p := rpPoint(t, "p", nil, proxy.PointOptions{})
+	cfg := &proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{p},
+		Routes: []proxy.Route{{Point: p, Host: "shop.example"}}}
+	h, reg := rpHandler(t, cfg, proxy.Options{Transport: transport})
+	for _, step := range []struct {
+		target                   string
+		wantStatus, wantUpstream int
+		wantUnrouted, wantPath   float64
+		wantOnPoint              float64 // sds_requests_total{point=p,result=proxied}
+	}{
+		{"http://other.example/x", http.StatusOK, 1, 1, 0, 0},
+		{"http://shop.example/x", http.StatusOK, 2, 1, 0, 1},
+		{"http://other.example/a%2Fb", http.StatusBadRequest, 2, 1, 1, 1},
+		{"http://shop.example/a%5Cb", http.StatusBadRequest, 2, 1, 2, 1},
+		{"http://other.example/y", http.StatusOK, 3, 2, 2, 1},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, step.target, nil))
+		if rec.Code != step.wantStatus || calls != step.wantUpstream {
+			t.Errorf("%s: got status %d, %d upstream calls so far; want %d, %d", step.target, rec.Code, calls, step.wantStatus, step.wantUpstream)
+		}
+		for _, m := range []struct {
+			name   string
+			labels map[string]string
+			want   float64
+		}{
+			{"sds_unrouted_requests_total", nil, step.wantUnrouted},
+			{"sds_rejected_requests_total", map[string]string{"reason": "path"}, step.wantPath},
+			{"sds_requests_total", map[string]string{"point": "p", "result": "proxied"}, step.wantOnPoint},
+		} {
+			if got := rpMetric(t, reg, m.name, m.labels); got != m.want {
+				t.Errorf("after %s: %s%v: got %v, want %v", step.target, m.name, m.labels, got, m.want)
+			}
+		}
+	}
+}
+
+// TestShadowCountedApart checks that a shadow point's would-be
+// degradations go to sds_shadow_degraded_total only, and an enforcing
+// point's degradations to sds_degraded_total only.
+func TestShadowCountedApart(t *testing.T) {
+	transport := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
+		return rpReply(r, http.StatusOK, "upstream"), nil
+	})
+	enforce := rpPoint(t, "enforce", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{})
+	shadow := rpPoint(t, "shadow", func(s *limiter.Settings) { s.VisitThreshold, s.Shadow = limiter.At(0), true }, proxy.PointOptions{})
+	h, reg := rpHandler(t, trafficConfig(t, enforce, shadow), proxy.Options{Transport: transport})
+	for range 3 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/enforce", nil))
+	}
+	for range 5 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/shadow", nil))
+	}
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"sds_degraded_total", map[string]string{"point": "enforce", "strategy": "visit"}, 3},
+		{"sds_shadow_degraded_total", map[string]string{"point": "enforce", "strategy": "visit"}, 0},
+		{"sds_requests_total", map[string]string{"point": "enforce", "result": "degraded"}, 3},
+		{"sds_degraded_total", map[string]string{"point": "shadow", "strategy": "visit"}, 0},
+		{"sds_shadow_degraded_total", map[string]string{"point": "shadow", "strategy": "visit"}, 5},
+		{"sds_requests_total", map[string]string{"point": "shadow", "result": "shadow_degraded"}, 5},
+		{"sds_requests_total", map[string]string{"point": "shadow", "result": "degraded"}, 0},
+	} {
+		if got := rpMetric(t, reg, m.name, m.labels); got != m.want {
+			t.Errorf("%s%v: got %v, want %v", m.name, m.labels, got, m.want)
+		}
+	}
+}
+
+// TestPointStateGauges checks sds_point_state and sds_point_tripped for a
+// point in each state.
+func TestPointStateGauges(t *testing.T) {
+	transport := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
+		return rpReply(r, http.StatusOK, "upstream"), nil
+	})
+	closed := rpPoint(t, "closed", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(100) }, proxy.PointOptions{})
+	open := rpPoint(t, "open", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{})
+	delay := rpPoint(t, "delay", func(s *limiter.Settings) {
+		s.VisitThreshold, s.DelayTime = limiter.At(0), time.Hour
+	}, proxy.PointOptions{})
+	shadow := rpPoint(t, "shadow", func(s *limiter.Settings) { s.VisitThreshold, s.Shadow = limiter.At(0), true }, proxy.PointOptions{})
+	h, reg := rpHandler(t, trafficConfig(t, closed, open, delay, shadow), proxy.Options{Transport: transport})
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/delay", nil)) // starts the delay
+
+	states := []string{"closed", "open", "delay", "shadow"}
+	for _, p := range []struct {
+		name, state string
+		tripped     float64
+	}{
+		{"closed", "closed", 0},
+		{"open", "open", 1},
+		{"delay", "delay", 1},
+		{"shadow", "shadow", 0},
+	} {
+		if got := rpMetric(t, reg, "sds_point_tripped", map[string]string{"point": p.name}); got != p.tripped {
+			t.Errorf("sds_point_tripped{point=%s}: got %v, want %v", p.name, got, p.tripped)
+		}
+		for _, s := range states {
+			want := 0.0
+			if s == p.state {
+				want = 1
+			}
+			if got := rpMetric(t, reg, "sds_point_state", map[string]string{"point": p.name, "state": s}); got != want {
+				t.Errorf("sds_point_state{point=%s,state=%s}: got %v, want %v", p.name, s, got, want)
+			}
+		}
+	}
+}
+
+// TestUpstreamDurationHistogram checks that sds_upstream_duration_seconds
+// is a native histogram with its classic buckets, and that a request with
+// a valid traceparent leaves its trace id as an exemplar, one without or
+// with a malformed one none.
+func TestUpstreamDurationHistogram(t *testing.T) {
+	transport := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
+		return rpReply(r, http.StatusOK, "upstream"), nil
+	})
+	p := rpPoint(t, "p", nil, proxy.PointOptions{})
+	h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: transport})
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	send := func(traceparent string) {
+		r := httptest.NewRequest(http.MethodGet, "/x", nil)
+		if traceparent != "" {
+			r.Header.Set("Traceparent", traceparent)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	histogram := func() *dto.Histogram {
+		f := family(t, reg, "sds_upstream_duration_seconds")
+		if f == nil || len(f.GetMetric()) != 1 {
+			t.Fatalf("sds_upstream_duration_seconds: got %v, want one series", f)
+		}
+		return f.GetMetric()[0].GetHistogram()
+	}
+	exemplars := func(hist *dto.Histogram) (ids []string) {
+		all := hist.GetExemplars()
+		for _, b := range hist.GetBucket() {
+			if b.GetExemplar() != nil {
+				all = append(all, b.GetExemplar())
+			}
+		}
+		for _, e := range all {
+			for _, l := range e.GetLabel() {
+				ids = append(ids, l.GetName()+"="+l.GetValue())
+			}
+		}
+		return ids
+	}
+
+	send("")
+	send("00-" + traceID + "-00f067aa0ba902b7-0") // one character short
+	hist := histogram()
+	if hist.GetSampleCount() != 2 || len(exemplars(hist)) != 0 {
+		t.Errorf("without a valid traceparent: got %d observations, exemplars %q; want 2 and none", hist.GetSampleCount(), exemplars(hist))
+	}
+	if hist.GetSchema() != 3 || hist.GetZeroThreshold() != prometheus.DefNativeHistogramZeroThreshold ||
+		len(hist.GetPositiveSpan()) == 0 || len(hist.GetBucket()) != 13 {
+		t.Errorf("got schema %d, zero threshold %v, %d positive spans, %d classic buckets; want 3, %v, some, 13",
+			hist.GetSchema(), hist.GetZeroThreshold(), len(hist.GetPositiveSpan()), len(hist.GetBucket()), prometheus.DefNativeHistogramZeroThreshold)
+	}
+
+	send("00-" + traceID + "-00f067aa0ba902b7-01")
+	hist = histogram()
+	// The same exemplar in a classic bucket and among the native ones.
+	want := "trace_id=" + traceID
+	if ids := exemplars(hist); len(ids) != 2 || ids[0] != want || ids[1] != want {
+		t.Errorf("after a request with traceparent: got exemplars %q, want %q twice", ids, want)
+	}
+}
+
+// BenchmarkHandlerTraced is BenchmarkHandler's all-strategies row with a
+// valid traceparent on every request: the cost of the exemplar.
+func BenchmarkHandlerTraced(b *testing.B) {
+	body := bytes.Repeat([]byte("x"), 64)
+	upstream := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{
+			StatusCode: http.StatusOK, ProtoMajor: 1, ProtoMinor: 1,
+			Header:        http.Header{"Content-Type": {"text/plain"}},
+			Body:          io.NopCloser(bytes.NewReader(body)),
+			ContentLength: int64(len(body)),
+			Request:       r,
+		}, nil
+	})
+	p := rpPoint(b, "all", allStrategies, proxy.PointOptions{})
+	h, _ := rpHandler(b, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: upstream})
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest(http.MethodGet, "http://shop.example/bench", nil)
+		req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		for pb.Next() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				b.Errorf("status: got %d, want 200", rec.Code)
+				return
+			}
+		}
+	})
+}

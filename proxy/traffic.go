@@ -1,0 +1,319 @@
+package proxy
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Traffic figures are read from the points' own Prometheus series: Sample
+// records their cumulative values (requests by result, upstream errors,
+// the native buckets of the upstream time) once a second, and Traffic
+// turns the difference between two samples into rates, an error
+// percentage and latency quantiles. The request path counts nothing twice.
+//
+//	samples of a point, oldest first (at most trafficSamples):
+//	  t-12s  t-11s | t-10s ... t-1s  t      now = t
+//	               | oldest          newest
+//	               '-- Span = newest - oldest (at most trafficWindow)
+const (
+	// trafficWindow is how far back Traffic looks: the oldest sample it
+	// uses is at most this old.
+	trafficWindow = 10 * time.Second
+	// trafficSamples is how many samples a point keeps: one a second
+	// over trafficWindow, both ends included.
+	trafficSamples = 11
+)
+
+// Traffic is a point's traffic over the last Span, measured between two of
+// Sample's samples. Rates are per second of Span.
+type Traffic struct {
+	// Span is the time between the two samples the figures come from:
+	// more than 0 and at most 10 s.
+	Span time.Duration
+	// RequestsPerSecond counts every request on the point: proxied,
+	// degraded and shadow-degraded.
+	RequestsPerSecond float64
+	// DegradedPerSecond counts the requests answered by the fallback.
+	DegradedPerSecond float64
+	// ShadowDegradedPerSecond counts the requests a shadow point forwarded
+	// that it would have degraded.
+	ShadowDegradedPerSecond float64
+	// Calls is the number of forwarded calls that ended in the span (the
+	// observations of sds_upstream_duration_seconds). ErrorPercent, P50
+	// and P99 are measured over these calls and are absent, 0, when Calls
+	// is 0. If the histogram was reset or lowered its resolution within
+	// Span, they cover the part of Span since then.
+	Calls uint64
+	// ErrorPercent is upstream errors (sds_upstream_errors_total, every
+	// kind) * 100 / Calls, at most 100.
+	ErrorPercent float64
+	// P50 and P99 are the median and 99th percentile of the calls'
+	// upstream time in seconds, from the native buckets' counts (each
+	// bucket at most 9.05% wide) with log-linear interpolation within a
+	// bucket, as Prometheus' histogram_quantile does for native
+	// histograms.
+	P50, P99 float64
+}
+
+// traffic holds the samples of every point in force. Its zero value is
+// empty and ready.
+type traffic struct {
+	mu    sync.Mutex
+	rings map[string]*sampleRing // by point name
+}
+
+// sampleRing is one point's last trafficSamples samples.
+type sampleRing struct {
+	samples [trafficSamples]pointSample
+	next    int // where the next sample goes
+	n       int // samples held, up to trafficSamples
+}
+
+// pointSample is the cumulative values of one point's series at an
+// instant.
+type pointSample struct {
+	at                                time.Time
+	proxied, degraded, shadowDegraded float64 // sds_requests_total by result
+	errors                            float64 // sds_upstream_errors_total, every kind
+	hist                              nativeHistogram
+}
+
+// nativeHistogram is the native part of a sds_upstream_duration_seconds
+// series: its observation count, zero bucket and positive buckets
+// (upstream times are never negative).
+type nativeHistogram struct {
+	epoch     histogramEpoch
+	count     uint64 // every observation
+	zeroCount uint64 // observations at or below epoch.zeroThreshold
+	// buckets are the populated positive buckets in ascending index,
+	// with absolute (not delta-encoded) counts.
+	buckets []nativeBucket
+}
+
+// histogramEpoch identifies a stretch of a histogram's life whose bucket
+// counts only grow: the client library resets a histogram (a new created
+// time) or lowers its schema when it exceeds its bucket limit, and counts
+// from different epochs cannot be subtracted.
+type histogramEpoch struct {
+	created       time.Time
+	schema        int32
+	zeroThreshold float64
+}
+
+// nativeBucket is the count of native bucket index: the observations v
+// with 2^((index-1)/2^schema) < v <= 2^(index/2^schema).
+type nativeBucket struct {
+	index int32
+	count uint64
+}
+
+// Sample records the cumulative values of every point in force (the
+// points NewMetrics was given) at now, for Traffic. The samples of points
+// no longer in force are dropped. It is meant to be called about once a
+// second (a point keeps its last 11 samples), from one goroutine; it is
+// safe to call concurrently with Traffic and with requests.
+func (m *Metrics) Sample(now time.Time) {
+	points := m.live()
+	samples := make(map[string]pointSample, len(points))
+	for _, p := range points {
+		samples[p.name] = m.forPoint(p.name).sample(now)
+	}
+	t := &m.traffic
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rings == nil {
+		t.rings = make(map[string]*sampleRing, len(samples))
+	}
+	for name := range t.rings {
+		if _, ok := samples[name]; !ok {
+			delete(t.rings, name)
+		}
+	}
+	for name, s := range samples {
+		r := t.rings[name]
+		if r == nil {
+			r = &sampleRing{}
+			t.rings[name] = r
+		}
+		r.add(s)
+	}
+}
+
+// Traffic returns the traffic of the point named point over the span from
+// the oldest sample taken within trafficWindow (10 s) before now to the
+// newest one. ok is false when the point has fewer than two such samples
+// (it is not in force, or was sampled less than twice in the last 10 s).
+// It has no side effects and is safe for concurrent use.
+func (m *Metrics) Traffic(point string, now time.Time) (tr Traffic, ok bool) {
+	t := &m.traffic
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.rings[point]
+	if r == nil {
+		return Traffic{}, false
+	}
+	first := -1 // the oldest sample within the window, counted from the oldest held
+	for i := range r.n {
+		if !r.at(i).at.Before(now.Add(-trafficWindow)) {
+			first = i
+			break
+		}
+	}
+	if first < 0 || first == r.n-1 {
+		return Traffic{}, false
+	}
+	oldest, newest := r.at(first), r.at(r.n-1)
+	tr.Span = newest.at.Sub(oldest.at)
+	if tr.Span <= 0 {
+		return Traffic{}, false
+	}
+	seconds := tr.Span.Seconds()
+	degraded := newest.degraded - oldest.degraded
+	shadow := newest.shadowDegraded - oldest.shadowDegraded
+	tr.RequestsPerSecond = (newest.proxied - oldest.proxied + degraded + shadow) / seconds
+	tr.DegradedPerSecond = degraded / seconds
+	tr.ShadowDegradedPerSecond = shadow / seconds
+
+	// The latency figures' baseline: the oldest sample in the span from
+	// the newest one's histogram epoch.
+	base := newest
+	for i := r.n - 2; i >= first; i-- {
+		s := r.at(i)
+		if s.hist.epoch != newest.hist.epoch {
+			break
+		}
+		base = s
+	}
+	tr.Calls = newest.hist.count - base.hist.count
+	if tr.Calls == 0 {
+		return tr, true
+	}
+	tr.ErrorPercent = min(100, (newest.errors-base.errors)*100/float64(tr.Calls))
+	tr.P50 = quantile(0.5, &base.hist, &newest.hist)
+	tr.P99 = quantile(0.99, &base.hist, &newest.hist)
+	return tr, true
+}
+
+// add appends s, dropping the oldest sample when the ring is full.
+func (r *sampleRing) add(s pointSample) {
+	r.samples[r.next] = s
+	r.next = (r.next + 1) % trafficSamples
+	r.n = min(r.n+1, trafficSamples)
+}
+
+// at returns the i-th sample held, 0 being the oldest.
+func (r *sampleRing) at(i int) *pointSample {
+	return &r.samples[(r.next-r.n+i+trafficSamples)%trafficSamples]
+}
+
+// sample reads the point's series at now. A series that fails to write is
+// read as its zero value.
+func (pm *pointMetrics) sample(now time.Time) pointSample {
+	s := pointSample{
+		at:             now,
+		proxied:        counterValue(pm.proxied),
+		degraded:       counterValue(pm.degraded),
+		shadowDegraded: counterValue(pm.shadowDegraded),
+		errors: counterValue(pm.transportErrors) + counterValue(pm.timeoutErrors) +
+			counterValue(pm.statusErrors) + counterValue(pm.bodyErrors),
+	}
+	var d dto.Metric
+	if pm.durationMetric.Write(&d) == nil {
+		s.hist = readNativeHistogram(d.GetHistogram())
+	}
+	return s
+}
+
+// counterValue returns a counter's value as its Write reports it.
+func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
+	var d dto.Metric
+	if c.Write(&d) != nil {
+		return 0
+	}
+	return d.GetCounter().GetValue()
+}
+
+// readNativeHistogram decodes h's native part: its spans and deltas into
+// absolute bucket counts by index.
+func readNativeHistogram(h *dto.Histogram) nativeHistogram {
+	n := nativeHistogram{
+		epoch: histogramEpoch{
+			created:       h.GetCreatedTimestamp().AsTime(),
+			schema:        h.GetSchema(),
+			zeroThreshold: h.GetZeroThreshold(),
+		},
+		count:     h.GetSampleCount(),
+		zeroCount: h.GetZeroCount(),
+	}
+	deltas := h.GetPositiveDelta()
+	var index int32
+	var count int64
+	for _, span := range h.GetPositiveSpan() {
+		// The first span's offset is the first index; the others' the gap
+		// after the previous span.
+		index += span.GetOffset()
+		for range span.GetLength() {
+			if len(deltas) == 0 {
+				return n // malformed: more buckets than deltas
+			}
+			count += deltas[0]
+			deltas = deltas[1:]
+			if count > 0 {
+				n.buckets = append(n.buckets, nativeBucket{index: index, count: uint64(count)})
+			}
+			index++
+		}
+	}
+	return n
+}
+
+// quantile returns the q-quantile (0 < q <= 1) of the observations that
+// last holds and base, an earlier reading of the same epoch, does not, in
+// seconds. The observation of rank q*count is placed in its bucket by
+// log-linear interpolation (Prometheus' histogram_quantile for native
+// histograms); in the zero bucket, linearly between 0 and its threshold.
+// It returns 0 when there is no observation between the two.
+func quantile(q float64, base, last *nativeHistogram) float64 {
+	total := last.count - base.count
+	if total == 0 {
+		return 0
+	}
+	rank := q * float64(total)
+	zero := float64(last.zeroCount - base.zeroCount)
+	if rank <= zero {
+		return last.epoch.zeroThreshold * rank / zero
+	}
+	cumulative := zero
+	old := base.buckets
+	var lastIndex int32
+	for _, b := range last.buckets {
+		for len(old) > 0 && old[0].index < b.index {
+			old = old[1:] // a bucket only base has: not reached, counts only grow
+		}
+		n := b.count
+		if len(old) > 0 && old[0].index == b.index {
+			n -= old[0].count
+		}
+		if n == 0 {
+			continue
+		}
+		lastIndex = b.index
+		if cumulative+float64(n) >= rank {
+			fraction := (rank - cumulative) / float64(n)
+			return bucketBound(float64(b.index)-1+fraction, last.epoch.schema)
+		}
+		cumulative += float64(n)
+	}
+	// Rounding left the rank past the last bucket: its upper bound.
+	return bucketBound(float64(lastIndex), last.epoch.schema)
+}
+
+// bucketBound returns 2^(x/2^schema): for a whole x, the upper bound of
+// native bucket x; between two whole numbers, the log-linear point
+// between two bounds.
+func bucketBound(x float64, schema int32) float64 {
+	return math.Exp2(x * math.Exp2(-float64(schema)))
+}
