@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
 
 // StatusClientClosedRequest is logged for a client that went away before
@@ -29,6 +30,9 @@ type Options struct {
 	// Logger receives one line per point state change (trip, recovery,
 	// delay start and end).
 	Logger *zap.Logger
+	// Events records the same state changes, and the delays' probes, for
+	// the admin port; nil records nothing.
+	Events *events.Log
 	// AccessLog receives one line per request on a point while the
 	// Config in force has AccessLog set. It must not be sampled.
 	AccessLog *zap.Logger
@@ -68,6 +72,7 @@ func New(cfg *Config, opts Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	opts.Metrics.setClock(h.now)
 	h.plain = opts.Transport
 	if h.plain == nil {
 		h.plain = NewTransport(false)
@@ -192,7 +197,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pressure := s.PressureTestHeader != "" && isTrue(r.Header.Get(s.PressureTestHeader))
 	now := h.now()
 	c.verdict = p.lim.Enter(&c.lim, now, pressure)
-	h.logEvents(p, c.verdict, c.verdict.Events)
+	h.pointEvents(p, c.verdict, c.verdict.Events, now, byRequest)
 	if !c.verdict.Allowed {
 		status := p.fallback.serve(w, r, verdictReason(c.verdict))
 		c.metrics.degraded.Inc()
@@ -281,8 +286,10 @@ func (h *Handler) exit(c *call) time.Duration {
 	}
 	c.exited = true
 	timedOutBefore := c.lim.Timeout(end) // counts it now if not yet counted
-	if ev := c.lim.Exit(end, c.outcome); ev != 0 {
-		h.logEvents(c.point, c.verdict, ev)
+	ev := c.lim.Exit(end, c.outcome)
+	h.pointEvents(c.point, c.verdict, ev, end, byProbe)
+	if c.verdict.Probe {
+		h.probeEnded(c, end)
 	}
 	if timedOutBefore {
 		c.metrics.timeouts.Inc()
@@ -377,27 +384,6 @@ func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error
 		return
 	}
 	w.WriteHeader(status)
-}
-
-func (h *Handler) logEvents(p *Point, v limiter.Verdict, ev limiter.Events) {
-	if ev == 0 {
-		return
-	}
-	log := h.opts.Logger
-	fields := []zap.Field{zap.String("point", p.name), zap.String("strategy", v.Strategy.String()),
-		zap.Int64("count", v.Count), zap.Int64("threshold", v.Threshold)}
-	if ev.Has(limiter.EventTripped) {
-		log.Warn("point tripped", fields...)
-	}
-	if ev.Has(limiter.EventDelayStarted) {
-		log.Warn("delay started", append(fields, zap.Duration("delay", p.lim.Settings().DelayTime))...)
-	}
-	if ev.Has(limiter.EventDelayEnded) {
-		log.Info("delay ended", zap.String("point", p.name))
-	}
-	if ev.Has(limiter.EventRecovered) {
-		log.Info("point recovered", zap.String("point", p.name))
-	}
 }
 
 // access writes the access log line of a request on a point. Its path is

@@ -676,16 +676,39 @@ type pointStatus struct {
 	Name   string
 	State  string
 	Mode   string
-	Window struct {
+	Reason *reading
+	Delay  *struct {
+		Strategy         string
+		Until, NextProbe time.Time
+		Probing          bool
+	}
+	Strategies []reading
+	Window     struct {
 		Visits, Degraded, Exceptions, Timeouts, InFlight int64
 	}
 	LastTrip *struct {
 		Strategy         string
 		Count, Threshold int64
 	}
+	Events []statusEvent
+}
+
+// reading is a strategy's figure against its threshold on /status.
+type reading struct {
+	Strategy         string
+	Count, Threshold int64
+	Trips            bool
+}
+
+// statusEvent is an event of /status's history.
+type statusEvent struct {
+	At                            time.Time
+	Kind, Point, Strategy, Detail string
+	Shadow                        bool
 }
 
 type statusDoc struct {
+	Now    time.Time
 	Config struct {
 		Hash       string
 		LastReload *struct {
@@ -693,6 +716,7 @@ type statusDoc struct {
 			Error string
 		}
 	}
+	Events []statusEvent
 	Points []pointStatus
 }
 

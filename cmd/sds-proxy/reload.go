@@ -11,6 +11,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
+	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
 
 // apply translates f and swaps it in, with its connection limit: the
@@ -30,8 +31,9 @@ func apply(h *proxy.Handler, conns *connlimit.Limiter, f *config.File) error {
 // applied each config it accepted (apply): one log line each, and the
 // reload metrics. It also reports each change of the watch mode: one log
 // line (a warning with the reason when inotify failed and the file is
-// polled) and sds_config_watch_mode.
-func reportReloads(ctx context.Context, w *config.Watcher, m *proxy.Metrics, status *reloadStatus, log *zap.Logger) {
+// polled) and sds_config_watch_mode. Applied and rejected reloads go into
+// the event history too.
+func reportReloads(ctx context.Context, w *config.Watcher, m *proxy.Metrics, status *reloadStatus, history *events.Log, log *zap.Logger) {
 	for {
 		var res config.Result
 		select {
@@ -59,13 +61,18 @@ func reportReloads(ctx context.Context, w *config.Watcher, m *proxy.Metrics, sta
 			continue
 		}
 		if res.Err != nil {
-			log.Error("config rejected; the last good config keeps serving", zap.Error(res.Err), zap.Bool("forced", res.Forced))
+			// Recorded before the log line, so that whoever reads the line
+			// finds the event too.
 			m.Reloaded(false, now)
 			status.failed(now, res.Err)
+			history.Add(events.Event{At: now, Kind: events.ReloadRejected, Detail: res.Err.Error()})
+			log.Error("config rejected; the last good config keeps serving", zap.Error(res.Err), zap.Bool("forced", res.Forced))
 			continue
 		}
 		m.Reloaded(true, now)
 		status.applied(now, res.File, res.Change.String())
+		history.Add(events.Event{At: now, Kind: events.Reload, Detail: res.Change.String()})
+		history.Keep(pointNames(res.File))
 		log.Info("config reloaded", zap.String("change", res.Change.String()), zap.String("hash", res.File.Hash),
 			zap.Bool("forced", res.Forced))
 		logWarnings(log, res.File)
@@ -80,6 +87,7 @@ type reloadStatus struct {
 	mu    sync.Mutex
 	st    admin.ReloadStatus
 	drain time.Duration // drain timeout of the config in force
+	raw   []byte        // the bytes of the config file in force; nil without a file
 }
 
 func (r *reloadStatus) get() admin.ReloadStatus {
@@ -93,6 +101,15 @@ func (r *reloadStatus) applied(at time.Time, f *config.File, change string) {
 	defer r.mu.Unlock()
 	r.st = admin.ReloadStatus{Path: f.Path, Hash: f.Hash, LoadedAt: at, LastAttempt: at, LastOK: true, LastChange: change}
 	r.drain = f.DrainTimeout
+	r.raw = f.Raw
+}
+
+// config returns the path and bytes of the config file in force (GET
+// /config); raw is nil without a file.
+func (r *reloadStatus) config() (path string, raw []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st.Path, r.raw
 }
 
 // recovered marks an attempt that found the config in force; it reports
@@ -116,4 +133,13 @@ func (r *reloadStatus) drainTimeout() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.drain
+}
+
+// pointNames returns the names of f's points.
+func pointNames(f *config.File) []string {
+	names := make([]string, len(f.Points))
+	for i, p := range f.Points {
+		names[i] = p.Name
+	}
+	return names
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
+	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
 
 // Proxy-port hardening. There is deliberately no server-wide read or write
@@ -79,6 +80,7 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
+	in.wg.Go(func() { in.handler.Run(watchCtx) }) // settles the points once a second
 	if watched {
 		w, err := in.watch(watchCtx, file, flags.opts)
 		if err != nil {
@@ -146,6 +148,7 @@ type instance struct {
 	handler *proxy.Handler
 	conns   *connlimit.Limiter // maxConnections, under TLS
 	status  *reloadStatus
+	events  *events.Log // trips, delays, probes, recoveries and reloads, for /status
 	ready   atomic.Bool // /readyz, with certReady
 	// certReady is nil, or with ACME reports whether the certificates
 	// are there (/readyz waits for them).
@@ -160,18 +163,20 @@ type instance struct {
 // newInstance builds the request path of file: its metrics, handler,
 // connection limit and reload status.
 func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
-	in := &instance{log: log, reg: prometheus.NewRegistry(), serveErr: make(chan error, 2)}
+	in := &instance{log: log, reg: prometheus.NewRegistry(), serveErr: make(chan error, 2),
+		events: events.New(admin.MaxEvents, admin.MaxPointEvents)}
 	in.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	in.metrics = proxy.NewMetrics(in.reg, func() []*proxy.Point { return in.handler.Points() })
+	proxy.RegisterBuildInfo(in.reg, versionString())
 	cfg, err := translate(file, nil)
 	if err != nil {
 		return nil, err
 	}
-	in.handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: in.metrics})
+	in.handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: in.metrics, Events: in.events})
 	in.conns = connlimit.New(connlimit.Options{Max: file.MaxConnections})
 	proxy.RegisterConnections(in.reg, in.conns.Stats)
 	now := time.Now()
-	in.status = &reloadStatus{drain: file.DrainTimeout,
+	in.status = &reloadStatus{drain: file.DrainTimeout, raw: file.Raw,
 		st: admin.ReloadStatus{Path: file.Path, Hash: file.Hash, LoadedAt: now, LastAttempt: now, LastOK: true}}
 	return in, nil
 }
@@ -222,7 +227,8 @@ func (in *instance) serve(file *config.File) {
 		ErrorLog:          zap.NewStdLog(in.log.Named("http")),
 	}
 	in.adminSrv = &http.Server{
-		Handler:           admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Ready: in.isReady, Status: in.status.get}),
+		Handler: admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Ready: in.isReady, Status: in.status.get,
+			Events: in.events, Traffic: in.metrics.Traffic, Version: versionString(), Config: in.status.config}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -252,7 +258,7 @@ func (in *instance) watch(ctx context.Context, file *config.File, opts config.Op
 	// Run returns once ctx is done; inotify failing makes it poll, which
 	// reportReloads reports.
 	in.wg.Go(func() { w.Run(ctx) })
-	in.wg.Go(func() { reportReloads(ctx, w, in.metrics, in.status, in.log) })
+	in.wg.Go(func() { reportReloads(ctx, w, in.metrics, in.status, in.events, in.log) })
 	return w, nil
 }
 

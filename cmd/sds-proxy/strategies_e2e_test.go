@@ -50,7 +50,11 @@ func (e *env) recover(good string, again bool) {
 	}
 	e.t.Logf("a request passed %v after polling began", time.Since(start))
 	e.proxy.waitLog(e.t, mark, wait, pointLog("point recovered", "p"))
-	e.metricIs(0, "sds_point_tripped", "point", "p")
+	// The state is the next request's: a token bucket that the passing
+	// request emptied reads open until it refills.
+	if !eventually(wait, func() bool { v, _ := e.metric("sds_point_tripped", "point", "p"); return v == 0 }) {
+		e.t.Errorf("sds_point_tripped stayed 1 after the recovery")
+	}
 	if !again {
 		return
 	}
@@ -84,8 +88,8 @@ func TestStrategies(t *testing.T) {
 			}
 			e.checkTrip(strategy, threshold)
 			e.metricIs(1, "sds_point_tripped", "point", "p")
-			if p := e.point("p"); p.State != "tripped" {
-				t.Errorf("/status state: got %q, want tripped", p.State)
+			if p := e.point("p"); p.State != "open" || p.Reason == nil || p.Reason.Strategy != strategy {
+				t.Errorf("/status state: got %q (%+v), want open by %s", p.State, p.Reason, strategy)
 			}
 			checks(e)
 		})
@@ -502,11 +506,15 @@ func TestShadowMode(t *testing.T) {
 	}
 	e.metricIs(5, "sds_requests_total", "point", "sh", "result", "shadow_degraded")
 	e.metricIs(0, "sds_requests_total", "point", "sh", "result", "degraded")
-	e.metricIs(5, "sds_degraded_total", "point", "sh", "strategy", "visit")
-	e.metricIs(1, "sds_point_tripped", "point", "sh")
+	// Would-be degradations are counted apart, never as degraded.
+	e.metricIs(5, "sds_shadow_degraded_total", "point", "sh", "strategy", "visit")
+	e.metricIs(0, "sds_degraded_total", "point", "sh", "strategy", "visit")
+	e.metricIs(0, "sds_point_tripped", "point", "sh")
+	e.metricIs(1, "sds_point_state", "point", "sh", "state", "shadow")
+	e.metricIs(0, "sds_point_state", "point", "sh", "state", "open")
 	p := e.point("sh")
-	if p.State != "tripped" || p.Mode != "shadow" || p.Window.Visits != 10 || p.Window.Degraded != 5 {
-		t.Errorf("/status: got %+v, want tripped, shadow, 10 visits and 5 degraded", p)
+	if p.State != "shadow" || p.Reason == nil || p.Reason.Strategy != "visit" || p.Mode != "shadow" || p.Window.Visits != 10 || p.Window.Degraded != 5 {
+		t.Errorf("/status: got %+v, want shadow by visit, mode shadow, 10 visits and 5 degraded", p)
 	}
 	e.proxy.waitLog(t, 0, wait, pointLog("point tripped", "sh"))
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"strings"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
 
 // ReloadStatus is the config state shown on /status. cmd fills it on each
@@ -58,7 +61,27 @@ type Options struct {
 	Status func() ReloadStatus
 	// Now is the clock of the points' snapshots; nil means time.Now.
 	Now func() time.Time
+	// Config returns the path and the raw bytes of the config file in
+	// force, served as GET /config; nil, or a nil raw, when the proxy runs
+	// without a config file (GET /config then answers 404).
+	Config func() (path string, raw []byte)
+	// Events is the event history shown on /status; nil shows none.
+	Events *events.Log
+	// Traffic returns a point's recent traffic figures (proxy.Metrics's
+	// Traffic); nil, or ok false, omits them.
+	Traffic func(point string, now time.Time) (proxy.Traffic, bool)
+	// Version is the build's version, shown on /status.
+	Version string
 }
+
+// History is how far back /status shows events: the dashboard's timeline.
+const History = 15 * time.Minute
+
+// Most events /status shows: overall, and per point.
+const (
+	MaxEvents      = 500
+	MaxPointEvents = 50
+)
 
 // New returns the read-only admin port (the README's "Admin port"). It
 // answers GET and HEAD only (other methods: 405 with Allow), 404 for
@@ -68,13 +91,17 @@ type Options struct {
 //	GET /readyz   200 "ready" while Ready reports true, else 503 "draining".
 //	GET /metrics  the Gatherer's metrics, in the Prometheus formats.
 //	GET /status   the config state and every point in force, as JSON (below).
+//	GET /config   the config file in force, as it was read (application/yaml), its path
+//	              in the Sds-Config-Path header; 404 without a config file.
 //	GET /         the dashboard: one self-contained page that polls /status.
 //
 // The /status document (application/json; field names are stable, times
-// are RFC 3339 in UTC, durations are Go duration strings such as "250ms"):
+// are RFC 3339 in UTC, durations are Go duration strings such as "250ms",
+// latencies are seconds). The README's "State model" defines the states.
 //
 //	{
-//	  "now": time,                         // the instant of the snapshots
+//	  "now": time,                         // the instant every figure was read at
+//	  "build": {"version": "v1.2.3", "goVersion": "go1.26.8"},
 //	  "config": {
 //	    "path": "sds.yaml", "hash": "<hex sha256>",
 //	    "loadedAt": time,                  // omitted when zero
@@ -84,14 +111,28 @@ type Options struct {
 //	      "change": "..."                  // omitted when empty
 //	    }
 //	  },
+//	  "events": [event, ...],              // every event of the last 15 minutes, oldest first, at most 500
 //	  "points": [                          // config order; [] when none
 //	    {
 //	      "name": "orders.read",
-//	      "state": "closed" | "tripped" | "delay",
 //	      "mode": "enforce" | "shadow",
+//	      "state": "closed" | "open" | "delay" | "shadow",   // what the next plain request would get now
+//	      "reason": {"strategy": "visit", "count": n, "threshold": n},
+//	                                       // state open, or shadow outside a delay: the first strategy that would trip
+//	      "delay": {"strategy": "visit", "until": time, "nextProbe": time, "probing": bool},
+//	                                       // while in the delay (state delay; shadow for a shadow point);
+//	                                       // nextProbe omitted without retryInterval
+//	      "strategies": [                  // each enabled strategy, judging order; [] when none
+//	        {"strategy": "visit", "count": n, "threshold": n, "trips": bool}
+//	      ],
 //	      "window": {"visits": n, "degraded": n, "exceptions": n, "timeouts": n, "inFlight": n},
 //	      "tokens": n,                     // tokens in the bucket; omitted when the bucket is off
-//	      "delay": {"strategy": "visit", "until": time},   // only in state "delay"
+//	      "traffic": {                     // omitted until two samples a second apart exist
+//	        "seconds": 10,                 // the span measured, up to 10
+//	        "requestsPerSecond": f, "degradedPerSecond": f, "shadowDegradedPerSecond": f,
+//	        "errorPercent": f,             // upstream errors per forwarded call; omitted with none forwarded
+//	        "p50": f, "p99": f             // upstream latency quantiles, seconds; omitted with none forwarded
+//	      },
 //	      "lastTrip": {                    // omitted if the point never tripped
 //	        "strategy": "visit", "at": time, "count": n, "threshold": n,
 //	        "window": {"visits": n, "degraded": n, "exceptions": n, "timeouts": n},
@@ -109,10 +150,19 @@ type Options struct {
 //	      "series": {
 //	        "bucketSeconds": 1,
 //	        "buckets": [{"visits": n, "degraded": n, "exceptions": n, "timeouts": n}, ...]  // oldest first
-//	      }
+//	      },
+//	      "events": [event, ...]           // this point's events of the last 15 minutes, oldest first, at most 50
 //	    }
 //	  ]
 //	}
+//
+// An event is
+//
+//	{"at": time, "kind": "trip" | "recover" | "delay_start" | "delay_end" | "probe" | "probe_failed" | "reload" | "reload_rejected",
+//	 "point": "orders.read",   // omitted for reloads
+//	 "strategy": "visit",      // trip, delay_start, probe, probe_failed
+//	 "shadow": true,           // omitted when false: an event of a shadow point, nothing was degraded
+//	 "detail": "visit 21 > 20"}
 func New(opts Options) http.Handler {
 	a := &server{opts: opts}
 	if a.opts.Now == nil {
@@ -125,6 +175,7 @@ func New(opts Options) http.Handler {
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	mux.HandleFunc("GET /status", a.status)
+	mux.HandleFunc("GET /config", a.config)
 	mux.HandleFunc("GET /{$}", serveDashboard)
 	return mux
 }
@@ -157,9 +208,29 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	now := a.opts.Now()
 	snapshots := a.opts.Points.Snapshots(now)
-	doc := statusDoc{Now: now.UTC(), Config: statusConfig(rs), Points: make([]pointJSON, 0, len(snapshots))}
+	doc := statusDoc{
+		Now:    now.UTC(),
+		Build:  buildJSON{Version: a.opts.Version, GoVersion: runtime.Version()},
+		Config: statusConfig(rs),
+		Events: []eventJSON{},
+		Points: make([]pointJSON, 0, len(snapshots)),
+	}
+	since := now.Add(-History)
+	if a.opts.Events != nil {
+		doc.Events = statusEvents(a.opts.Events.Since(since), MaxEvents)
+	}
 	for _, sn := range snapshots {
-		doc.Points = append(doc.Points, statusPoint(sn))
+		p := statusPoint(sn)
+		if a.opts.Traffic != nil {
+			if t, ok := a.opts.Traffic(sn.Name, now); ok {
+				p.Traffic = statusTraffic(t)
+			}
+		}
+		p.Events = []eventJSON{}
+		if a.opts.Events != nil {
+			p.Events = statusEvents(a.opts.Events.PointSince(sn.Name, since), MaxPointEvents)
+		}
+		doc.Points = append(doc.Points, p)
 	}
 	body, err := json.Marshal(doc)
 	if err != nil { // cannot happen: the document holds no unsupported values
@@ -176,8 +247,22 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 type (
 	statusDoc struct {
 		Now    time.Time   `json:"now"`
+		Build  buildJSON   `json:"build"`
 		Config configDoc   `json:"config"`
+		Events []eventJSON `json:"events"`
 		Points []pointJSON `json:"points"`
+	}
+	buildJSON struct {
+		Version   string `json:"version"`
+		GoVersion string `json:"goVersion"`
+	}
+	eventJSON struct {
+		At       time.Time `json:"at"`
+		Kind     string    `json:"kind"`
+		Point    string    `json:"point,omitempty"`
+		Strategy string    `json:"strategy,omitempty"`
+		Shadow   bool      `json:"shadow,omitempty"`
+		Detail   string    `json:"detail,omitempty"`
 	}
 	configDoc struct {
 		Path       string      `json:"path"`
@@ -193,14 +278,33 @@ type (
 	}
 	pointJSON struct {
 		Name       string         `json:"name"`
-		State      string         `json:"state"`
 		Mode       string         `json:"mode"`
+		State      string         `json:"state"`
+		Reason     *readingJSON   `json:"reason,omitempty"`
+		Delay      *delayJSON     `json:"delay,omitempty"`
+		Strategies []readingJSON  `json:"strategies"`
 		Window     windowJSON     `json:"window"`
 		Tokens     *int64         `json:"tokens,omitempty"`
-		Delay      *delayJSON     `json:"delay,omitempty"`
+		Traffic    *trafficJSON   `json:"traffic,omitempty"`
 		LastTrip   *tripJSON      `json:"lastTrip,omitempty"`
 		Thresholds thresholdsJSON `json:"thresholds"`
 		Series     seriesJSON     `json:"series"`
+		Events     []eventJSON    `json:"events"`
+	}
+	readingJSON struct {
+		Strategy  string `json:"strategy"`
+		Count     int64  `json:"count"`
+		Threshold int64  `json:"threshold"`
+		Trips     *bool  `json:"trips,omitempty"` // in strategies, not in reason
+	}
+	trafficJSON struct {
+		Seconds                 float64  `json:"seconds"`
+		RequestsPerSecond       float64  `json:"requestsPerSecond"`
+		DegradedPerSecond       float64  `json:"degradedPerSecond"`
+		ShadowDegradedPerSecond float64  `json:"shadowDegradedPerSecond"`
+		ErrorPercent            *float64 `json:"errorPercent,omitempty"`
+		P50                     *float64 `json:"p50,omitempty"`
+		P99                     *float64 `json:"p99,omitempty"`
 	}
 	windowJSON struct {
 		countsJSON
@@ -213,8 +317,10 @@ type (
 		Timeouts   int64 `json:"timeouts"`
 	}
 	delayJSON struct {
-		Strategy string    `json:"strategy"`
-		Until    time.Time `json:"until"`
+		Strategy  string    `json:"strategy"`
+		Until     time.Time `json:"until"`
+		NextProbe time.Time `json:"nextProbe,omitzero"`
+		Probing   bool      `json:"probing"`
 	}
 	tripJSON struct {
 		Strategy  string     `json:"strategy"`
@@ -255,11 +361,13 @@ func statusConfig(rs ReloadStatus) configDoc {
 
 func statusPoint(sn limiter.Snapshot) pointJSON {
 	s := &sn.Settings
+	st := &sn.Status
 	p := pointJSON{
-		Name:   sn.Name,
-		State:  sn.State.String(),
-		Mode:   "enforce",
-		Window: windowJSON{countsJSON: statusCounts(sn.Counts), InFlight: sn.InFlight},
+		Name:       sn.Name,
+		Mode:       "enforce",
+		State:      st.State.String(),
+		Strategies: make([]readingJSON, len(st.Readings)),
+		Window:     windowJSON{countsJSON: statusCounts(sn.Counts), InFlight: sn.InFlight},
 		Thresholds: thresholdsJSON{
 			TimeoutThreshold:       statusDuration(s.TimeoutThreshold),
 			TimeoutCountThreshold:  statusThreshold(s.TimeoutCountThreshold),
@@ -280,8 +388,16 @@ func statusPoint(sn limiter.Snapshot) pointJSON {
 	if sn.Tokens >= 0 {
 		p.Tokens = &sn.Tokens
 	}
-	if sn.State == limiter.Delay {
-		p.Delay = &delayJSON{Strategy: sn.DelayStrategy.String(), Until: statusTime(sn.DelayUntil)}
+	if st.Reason.Strategy != 0 {
+		p.Reason = &readingJSON{Strategy: st.Reason.Strategy.String(), Count: st.Reason.Count, Threshold: st.Reason.Threshold}
+	}
+	if st.InDelay {
+		p.Delay = &delayJSON{Strategy: st.DelayStrategy.String(), Until: statusTime(st.DelayUntil),
+			NextProbe: statusTime(st.NextProbe), Probing: st.Probing}
+	}
+	for i, r := range st.Readings {
+		trips := r.Trips
+		p.Strategies[i] = readingJSON{Strategy: r.Strategy.String(), Count: r.Count, Threshold: r.Threshold, Trips: &trips}
 	}
 	if t := sn.LastTrip; t.Strategy != 0 {
 		p.LastTrip = &tripJSON{Strategy: t.Strategy.String(), At: statusTime(t.At), Count: t.Count, Threshold: t.Threshold,
@@ -298,6 +414,31 @@ func statusPoint(sn limiter.Snapshot) pointJSON {
 		p.Series.Buckets[i] = statusCounts(c)
 	}
 	return p
+}
+
+// statusTraffic returns t as JSON: the error percentage and quantiles only
+// when calls were forwarded in its span.
+func statusTraffic(t proxy.Traffic) *trafficJSON {
+	j := &trafficJSON{
+		Seconds:                 t.Span.Seconds(),
+		RequestsPerSecond:       t.RequestsPerSecond,
+		DegradedPerSecond:       t.DegradedPerSecond,
+		ShadowDegradedPerSecond: t.ShadowDegradedPerSecond,
+	}
+	if t.Calls > 0 {
+		j.ErrorPercent, j.P50, j.P99 = &t.ErrorPercent, &t.P50, &t.P99
+	}
+	return j
+}
+
+// statusEvents returns the last max of evs as JSON, oldest first.
+func statusEvents(evs []events.Event, max int) []eventJSON {
+	evs = evs[len(evs)-min(len(evs), max):]
+	out := make([]eventJSON, len(evs))
+	for i, e := range evs {
+		out[i] = eventJSON{At: statusTime(e.At), Kind: string(e.Kind), Point: e.Point, Strategy: e.Strategy, Shadow: e.Shadow, Detail: e.Detail}
+	}
+	return out
 }
 
 func statusCounts(c limiter.Counts) countsJSON {

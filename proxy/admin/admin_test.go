@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
+	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
 
 // adminT0 is the instant of the admin tests' requests, half-way into a
@@ -59,6 +61,7 @@ func (adminUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 type adminFixture struct {
 	h       *proxy.Handler
 	metrics *proxy.Metrics
+	events  *events.Log
 	clock   *adminClock
 	ready   atomic.Bool
 	status  admin.ReloadStatus
@@ -92,8 +95,10 @@ func newAdminFixture(t *testing.T, points ...adminPoint) *adminFixture {
 	}
 	reg := prometheus.NewRegistry()
 	f.metrics = proxy.NewMetrics(reg, func() []*proxy.Point { return f.h.Points() })
+	f.events = events.New(admin.MaxEvents, admin.MaxPointEvents)
 	f.h = proxy.New(cfg, proxy.Options{
 		Logger:    zap.NewNop(),
+		Events:    f.events,
 		Metrics:   f.metrics,
 		Transport: adminUpstream{},
 		Now:       f.clock.Now,
@@ -113,6 +118,9 @@ func newAdminFixture(t *testing.T, points ...adminPoint) *adminFixture {
 		Ready:    f.ready.Load,
 		Status:   func() admin.ReloadStatus { return f.status },
 		Now:      f.clock.Now,
+		Events:   f.events,
+		Traffic:  f.metrics.Traffic,
+		Version:  "v9.9.9-test",
 	})
 	f.srv = httptest.NewServer(f.admin)
 	t.Cleanup(f.srv.Close)
@@ -148,9 +156,9 @@ func (f *adminFixture) get(t *testing.T, method, path string) (*http.Response, s
 }
 
 // tripFixture returns a fixture with three points, driven at adminT0:
-//   - "p" (visitThreshold 2): 5 requests, 2 proxied, 3 degraded: tripped.
+//   - "p" (visitThreshold 2): 5 requests, 2 proxied, 3 degraded: open.
 //   - "q" (shadow, exceptionThreshold 1, delay 30s): a 500, then a request
-//     that would be degraded: in its delay.
+//     that would be degraded: in its (would-be) delay, so shadow.
 //   - "r" (every strategy off): no traffic: closed.
 func tripFixture(t *testing.T) *adminFixture {
 	t.Helper()
@@ -206,6 +214,12 @@ func TestAdminStatus(t *testing.T) {
 	}
 	want := `{
 	  "now": "2026-03-01T12:00:00.5Z",
+	  "build": {"version": "v9.9.9-test", "goVersion": "` + runtime.Version() + `"},
+	  "events": [
+	    {"at": "2026-03-01T12:00:00.5Z", "kind": "trip", "point": "p", "strategy": "visit", "detail": "visit 3 > 2"},
+	    {"at": "2026-03-01T12:00:00.5Z", "kind": "trip", "point": "q", "strategy": "exception", "shadow": true, "detail": "exception 1 >= 1"},
+	    {"at": "2026-03-01T12:00:00.5Z", "kind": "delay_start", "point": "q", "strategy": "exception", "shadow": true, "detail": "for 30s"}
+	  ],
 	  "config": {
 	    "path": "/etc/sds/sds.yaml",
 	    "hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
@@ -215,18 +229,34 @@ func TestAdminStatus(t *testing.T) {
 	  },
 	  "points": [
 	    {
-	      "name": "p", "state": "tripped", "mode": "enforce",
+	      "name": "p", "state": "open", "mode": "enforce",
+	      "reason": {"strategy": "visit", "count": 2, "threshold": 2},
+	      "strategies": [{"strategy": "visit", "count": 2, "threshold": 2, "trips": true}],
 	      "window": {"visits": 5, "degraded": 3, "exceptions": 0, "timeouts": 0, "inFlight": 0},
+	      "events": [
+	        {"at": "2026-03-01T12:00:00.5Z", "kind": "trip", "point": "p", "strategy": "visit", "detail": "visit 3 > 2"}
+	      ],
 	      "lastTrip": {"strategy": "visit", "at": "2026-03-01T12:00:00.5Z", "count": 3, "threshold": 2,
 	        "window": {"visits": 5, "degraded": 2, "exceptions": 0, "timeouts": 0}, "inFlight": ` + tripInFlight(0) + `},
 	      "thresholds": {"visitThreshold": 2, "downgradeRate": 100},
 	      "series": ` + series(`{"visits":5,"degraded":3,"exceptions":0,"timeouts":0}`) + `
 	    },
 	    {
-	      "name": "q", "state": "delay", "mode": "shadow",
+	      "name": "q", "state": "shadow", "mode": "shadow",
 	      "window": {"visits": 2, "degraded": 1, "exceptions": 1, "timeouts": 0, "inFlight": 0},
 	      "tokens": 19,
-	      "delay": {"strategy": "exception", "until": "2026-03-01T12:00:30.5Z"},
+	      "delay": {"strategy": "exception", "until": "2026-03-01T12:00:30.5Z", "nextProbe": "2026-03-01T12:00:02.5Z", "probing": false},
+	      "strategies": [
+	        {"strategy": "token_bucket", "count": 1, "threshold": 20, "trips": false},
+	        {"strategy": "concurrent", "count": 0, "threshold": 8, "trips": false},
+	        {"strategy": "timeout", "count": 0, "threshold": 5, "trips": false},
+	        {"strategy": "exception", "count": 1, "threshold": 1, "trips": true},
+	        {"strategy": "exception_rate", "count": 100, "threshold": 50, "trips": false}
+	      ],
+	      "events": [
+	        {"at": "2026-03-01T12:00:00.5Z", "kind": "trip", "point": "q", "strategy": "exception", "shadow": true, "detail": "exception 1 >= 1"},
+	        {"at": "2026-03-01T12:00:00.5Z", "kind": "delay_start", "point": "q", "strategy": "exception", "shadow": true, "detail": "for 30s"}
+	      ],
 	      "lastTrip": {"strategy": "exception", "at": "2026-03-01T12:00:00.5Z", "count": 1, "threshold": 1,
 	        "window": {"visits": 2, "degraded": 0, "exceptions": 1, "timeouts": 0}, "inFlight": ` + tripInFlight(1) + `},
 	      "thresholds": {"timeoutThreshold": "250ms", "timeoutCountThreshold": 5, "concurrentThreshold": 8,
@@ -237,6 +267,8 @@ func TestAdminStatus(t *testing.T) {
 	    },
 	    {
 	      "name": "r", "state": "closed", "mode": "enforce",
+	      "strategies": [],
+	      "events": [],
 	      "window": {"visits": 0, "degraded": 0, "exceptions": 0, "timeouts": 0, "inFlight": 0},
 	      "thresholds": {"downgradeRate": 100},
 	      "series": ` + series(`{"visits":0,"degraded":0,"exceptions":0,"timeouts":0}`) + `
@@ -291,7 +323,7 @@ func TestAdminStatusNoPoints(t *testing.T) {
 	}
 	delete(doc, "now") // wall clock
 	b, _ := json.Marshal(doc)
-	assertJSON(t, string(b), `{"config": {"path": "", "hash": ""}, "points": []}`)
+	assertJSON(t, string(b), `{"build": {"version": "", "goVersion": "`+runtime.Version()+`"}, "config": {"path": "", "hash": ""}, "events": [], "points": []}`)
 
 	resp, err = http.Get(srv.URL + "/readyz")
 	if err != nil {
@@ -324,10 +356,10 @@ func TestAdminMetrics(t *testing.T) {
 		`sds_requests_total{point="q",result="proxied"} 1`,
 		`sds_requests_total{point="q",result="shadow_degraded"} 1`,
 		`sds_degraded_total{point="p",strategy="visit"} 3`,
-		`sds_degraded_total{point="q",strategy="exception"} 1`,
+		`sds_shadow_degraded_total{point="q",strategy="exception"} 1`,
 		`sds_upstream_errors_total{kind="status_5xx",point="q"} 1`,
 		`sds_point_tripped{point="p"} 1`,
-		`sds_point_tripped{point="q"} 1`,
+		`sds_point_tripped{point="q"} 0`, // shadow is never tripped
 		`sds_point_tripped{point="r"} 0`,
 		`sds_inflight{point="p"} 0`,
 		`sds_inflight{point="q"} 0`,
