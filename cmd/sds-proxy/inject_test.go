@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/inject")
+var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata")
 
 // injectTestOptions are the flags every file under testdata/inject is
 // injected with (deploy/check's inject test uses the same).

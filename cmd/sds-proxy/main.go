@@ -45,13 +45,16 @@ func main() {
 	case err == nil:
 	case errors.Is(err, errInvalid):
 		os.Exit(1)
+	case errors.Is(err, errUsage):
+		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "sds-proxy:", err)
 		os.Exit(1)
 	}
 }
 
-// run dispatches a command line: run (the default), validate, demo, inject, version.
+// run dispatches a command line: run (the default), validate, status,
+// demo, inject, version.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := "run"
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -61,7 +64,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "run":
 		return runProxy(ctx, args, stderr, nil)
 	case "validate":
-		return validate(args, stdout, stderr)
+		return validate(ctx, args, stdout, stderr)
+	case "status":
+		return status(ctx, args, stdout, stderr)
 	case "demo":
 		return demo(ctx, args, stdout, stderr)
 	case "inject":
@@ -78,7 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 const usage = `usage:
   sds-proxy [run] [-config sds.yaml] [-listen ADDR] [-upstream URL] [-admin ADDR]
-  sds-proxy validate [-config sds.yaml]
+  sds-proxy validate [-config sds.yaml] [-diff ADMIN_ADDR]
+  sds-proxy status [-admin 127.0.0.1:9901] [-o table|json] [-timeout 5s]
   sds-proxy demo [-config sds.yaml]
   sds-proxy inject -image IMAGE [-configmap NAME] [-upstream-port N] [-service-target] [-legacy-sidecar] < in.yaml > out.yaml
   sds-proxy version

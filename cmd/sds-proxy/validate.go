@@ -1,31 +1,47 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
 // validate checks a config file without starting anything: its warnings
 // as FILE:LINE:COL: warning: message and "OK", or every problem (warnings
 // included) as FILE:LINE:COL: message and errInvalid. Warnings alone do
-// not fail it.
-func validate(args []string, stdout, stderr io.Writer) error {
+// not fail it. With -diff ADDR it then prints what applying the file would
+// change at the proxy whose admin port is at ADDR (diffAgainst), or
+// returns an error when that admin port fails.
+func validate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "sds.yaml", "config file to check")
 	upstream := fs.String("upstream", "", "upstream URL, as given to run (when the file has none)")
+	diffAddr := fs.String("diff", "", "admin port (host:port or http://host:port) of a running proxy: print what applying the file would change there")
+	timeout := fs.Duration("timeout", 5*time.Second, "with -diff: give up on the admin port after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("validate: unexpected arguments %q", fs.Args())
 	}
-	f, err := config.Load(*path, config.Options{Upstream: *upstream})
+	var base string
+	if *diffAddr != "" {
+		var err error
+		if base, err = adminURL(*diffAddr); err != nil {
+			return fmt.Errorf("validate: %w", err)
+		}
+	}
+	opts := config.Options{Upstream: *upstream}
+	f, err := config.Load(*path, opts)
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return errInvalid
@@ -34,7 +50,90 @@ func validate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, f.Warnings)
 	}
 	fmt.Fprintln(stdout, "OK")
-	return nil
+	if base == "" {
+		return nil
+	}
+	return diffAgainst(ctx, f, opts, base, *timeout, stdout)
+}
+
+// diffAgainst prints what applying local would change at the proxy whose
+// admin port is at base: it reads the config file in force there (GET
+// /config) and compares the two files. Both are parsed with
+// config.ParseText, so that the running proxy's bodyFile and TLS files
+// need not exist here: those paths are compared as written, not the
+// files' contents. Command-line overrides (-listen, -admin, -upstream) are
+// not part of either file and are not compared; -upstream, when given,
+// applies to both.
+func diffAgainst(ctx context.Context, local *config.File, opts config.Options, base string, timeout time.Duration, stdout io.Writer) error {
+	raw, header, err := fetchAdmin(ctx, base, "/config", timeout)
+	if err != nil {
+		return err
+	}
+	remotePath := header.Get(admin.ConfigPathHeader)
+	if remotePath == "" {
+		remotePath = base + "/config"
+	}
+	running, err := config.ParseText(remotePath, raw, opts)
+	if err != nil {
+		return fmt.Errorf("the config in force at %s does not parse here:\n%w", base, err)
+	}
+	next, err := config.ParseText(local.Path, local.Raw, opts)
+	if err != nil { // Load accepted it, and ParseText checks less
+		return fmt.Errorf("%s: %w", local.Path, err)
+	}
+	hash := running.Hash[:12]
+	fmt.Fprintf(stdout, "against the config in force at %s (%s, sha256 %s):\n", base, cell(remotePath), hash)
+	_, err = io.WriteString(stdout, describeChange(running, next))
+	return err
+}
+
+// describeChange says, for a person, what changes from the config in
+// force to next: points added and removed, each changed point's settings
+// from what to what, the routes removed and added (first match wins, so
+// their order counts), the top-level settings that apply on a reload, and
+// those that need a restart; "no changes" when nothing does.
+func describeChange(running, next *config.File) string {
+	c := config.Diff(running, next)
+	if c.Empty() {
+		return "no changes\n"
+	}
+	var b strings.Builder
+	if len(c.Added) > 0 {
+		fmt.Fprintf(&b, "points added: %s\n", strings.Join(c.Added, " "))
+	}
+	if len(c.Removed) > 0 {
+		fmt.Fprintf(&b, "points removed: %s\n", strings.Join(c.Removed, " "))
+	}
+	for _, name := range c.Changed {
+		fmt.Fprintf(&b, "point %s changed:\n", name)
+		for _, s := range config.PointSettings(running.Point(name), next.Point(name)) {
+			fmt.Fprintf(&b, "  %s\n", s)
+		}
+	}
+	if c.Routes {
+		b.WriteString("routes changed (first match wins; - in force, + new, by position):\n")
+		for _, e := range config.RoutesDiff(running.Routes, next.Routes) {
+			sign := "-"
+			if e.Added {
+				sign = "+"
+			}
+			fmt.Fprintf(&b, "  %s %d: %s\n", sign, e.Index, e.Route)
+		}
+	}
+	reload, restart := config.FileSettings(running, next)
+	if len(reload) > 0 {
+		b.WriteString("settings changed (apply on reload):\n")
+		for _, s := range reload {
+			fmt.Fprintf(&b, "  %s\n", s)
+		}
+	}
+	if len(restart) > 0 {
+		b.WriteString("needs a restart (a reload keeps the old value):\n")
+		for _, s := range restart {
+			fmt.Fprintf(&b, "  %s\n", s)
+		}
+	}
+	return b.String()
 }
 
 // logWarnings logs each warning of a config that was loaded or reloaded,

@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// defaultAdmin is where `sds-proxy status` and `validate -diff` look for the
+// admin port when not told: the default admin address, on loopback, as
+// from inside the pod (kubectl exec).
+const defaultAdmin = "127.0.0.1:9901"
+
+// maxAdminBody bounds what the commands read of an admin port's answer:
+// /status of 1,000 points with their series and events stays well under it.
+const maxAdminBody = 64 << 20
+
+// errUsage ends a command whose command line was wrong, after it printed
+// why: main exits 2.
+var errUsage = errors.New("usage")
+
+// status prints the state of a running proxy's points, read from its
+// admin port's GET /status: a table (-o table, the default), or the
+// document itself (-o json, indented). It returns errUsage for a wrong
+// command line, and an error naming the address and the cause when the
+// admin port cannot be reached, answers other than 200, or answers
+// something that is not a /status document.
+func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("admin", defaultAdmin, "admin port: host:port or http://host:port")
+	output := fs.String("o", "table", "output: table or json")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up on the admin port after this long")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: sds-proxy status [-admin ADDR] [-o table|json] [-timeout 5s]")
+		fs.PrintDefaults()
+	}
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		return nil
+	case err != nil:
+		return errUsage // the flag package printed why
+	}
+	var problem error
+	switch {
+	case fs.NArg() > 0:
+		problem = fmt.Errorf("unexpected arguments %q", fs.Args())
+	case *output != "table" && *output != "json":
+		problem = fmt.Errorf("-o %q: want table or json", *output)
+	case *timeout <= 0:
+		problem = fmt.Errorf("-timeout %v: want a positive duration", *timeout)
+	}
+	base, err := adminURL(*addr)
+	if problem == nil {
+		problem = err
+	}
+	if problem != nil {
+		fmt.Fprintln(stderr, "sds-proxy status:", problem)
+		fs.Usage()
+		return errUsage
+	}
+
+	body, _, err := fetchAdmin(ctx, base, "/status", *timeout)
+	if err != nil {
+		return err
+	}
+	var doc statusDocument
+	if err := decodeStatus(body, &doc); err != nil {
+		return fmt.Errorf("admin port at %s: GET /status: %w", base, err)
+	}
+	if *output == "json" {
+		var out bytes.Buffer
+		json.Indent(&out, body, "", "  ") // body is valid JSON: decodeStatus read it
+		out.WriteByte('\n')
+		_, err := stdout.Write(out.Bytes())
+		return err
+	}
+	return writeStatusTable(stdout, &doc)
+}
+
+// adminURL turns -admin into the admin port's base URL: a host:port gets
+// http://, a URL (http or https) is taken as it is, without a trailing /.
+func adminURL(addr string) (string, error) {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "", fmt.Errorf("-admin %q: %w", addr, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("-admin %q: want host:port or http://host:port", addr)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// fetchAdmin GETs path from the admin port at base, within timeout, and
+// returns the body of a 200 answer and its header. Any other outcome is an
+// error that names the address and the cause. It ignores HTTP_PROXY and
+// the like: the admin port is reached directly.
+func fetchAdmin(ctx context.Context, base, path string, timeout time.Duration) ([]byte, http.Header, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin port at %s: %w", base, err)
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // the URL is in the message already
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %v", timeout)
+		}
+		return nil, nil, fmt.Errorf("admin port at %s cannot be reached: GET %s: %w", base, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAdminBody+1))
+	switch {
+	case err != nil:
+		return nil, nil, fmt.Errorf("admin port at %s: GET %s: reading the answer: %w", base, path, err)
+	case len(body) > maxAdminBody:
+		return nil, nil, fmt.Errorf("admin port at %s: GET %s: the answer is over %d bytes", base, path, maxAdminBody)
+	case resp.StatusCode != http.StatusOK:
+		return nil, nil, fmt.Errorf("admin port at %s: GET %s answered %s%s", base, path, resp.Status, firstLine(body))
+	}
+	return body, resp.Header, nil
+}
+
+// firstLine returns ": " and the first line of an error answer's body,
+// at most 200 bytes of it, made safe to print (cell), or "" for an empty
+// body.
+func firstLine(body []byte) string {
+	line, _, _ := bytes.Cut(bytes.TrimSpace(body), []byte("\n"))
+	if len(line) == 0 {
+		return ""
+	}
+	if len(line) > 200 {
+		line = append(line[:200:200], "..."...)
+	}
+	return ": " + cell(string(line))
+}
+
+// statusDocument is the part of the admin port's /status document (README,
+// "Admin port") that the table shows.
+type statusDocument struct {
+	Now    time.Time `json:"now"`
+	Config struct {
+		Path       string    `json:"path"`
+		Hash       string    `json:"hash"`
+		LoadedAt   time.Time `json:"loadedAt"`
+		LastReload *struct {
+			At     time.Time `json:"at"`
+			OK     bool      `json:"ok"`
+			Error  string    `json:"error"`
+			Change string    `json:"change"`
+		} `json:"lastReload"`
+	} `json:"config"`
+	// Points is nil when the document has no "points": not a /status.
+	Points []statusPoint `json:"points"`
+}
+
+type statusPoint struct {
+	Name   string         `json:"name"`
+	Mode   string         `json:"mode"`
+	State  string         `json:"state"`
+	Reason *statusReading `json:"reason"`
+	Delay  *struct {
+		Strategy  string    `json:"strategy"`
+		Until     time.Time `json:"until"`
+		NextProbe time.Time `json:"nextProbe"`
+		Probing   bool      `json:"probing"`
+	} `json:"delay"`
+	Window struct {
+		InFlight int64 `json:"inFlight"`
+	} `json:"window"`
+	Traffic *struct {
+		RequestsPerSecond float64  `json:"requestsPerSecond"`
+		ErrorPercent      *float64 `json:"errorPercent"`
+		P50               *float64 `json:"p50"`
+		P99               *float64 `json:"p99"`
+	} `json:"traffic"`
+	LastTrip *struct {
+		Strategy  string    `json:"strategy"`
+		At        time.Time `json:"at"`
+		Count     int64     `json:"count"`
+		Threshold int64     `json:"threshold"`
+	} `json:"lastTrip"`
+}
+
+type statusReading struct {
+	Strategy  string `json:"strategy"`
+	Count     int64  `json:"count"`
+	Threshold int64  `json:"threshold"`
+}
+
+// decodeStatus reads a /status document into doc: it must be one JSON
+// object with "now" and "points".
+func decodeStatus(body []byte, doc *statusDocument) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(doc); err != nil {
+		return fmt.Errorf("the answer is not a /status document: %w", err)
+	}
+	if dec.More() {
+		return errors.New("the answer is not a /status document: more than one JSON value")
+	}
+	if doc.Points == nil || doc.Now.IsZero() {
+		return errors.New(`the answer is not a /status document: no "now" or no "points"`)
+	}
+	return nil
+}
+
+// writeStatusTable writes doc as a header line and a table of one row per
+// point, in config order, ages and times counted from doc.Now; "-" marks
+// what the document does not hold.
+func writeStatusTable(w io.Writer, doc *statusDocument) error {
+	var b bytes.Buffer
+	b.WriteString(statusHeader(doc))
+	b.WriteString("\n\n")
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "POINT\tMODE\tSTATE\tREASON\tRPS\tERR%\tP50\tP99\tINFLIGHT\tLAST TRIP")
+	for i := range doc.Points {
+		p := &doc.Points[i]
+		rps, errPercent, p50, p99 := "-", "-", "-", "-"
+		if t := p.Traffic; t != nil {
+			rps = strconv.FormatFloat(t.RequestsPerSecond, 'f', 1, 64)
+			if t.ErrorPercent != nil {
+				errPercent = strconv.FormatFloat(*t.ErrorPercent, 'f', 1, 64)
+			}
+			p50, p99 = latency(t.P50), latency(t.P99)
+		}
+		lastTrip := "-"
+		if t := p.LastTrip; t != nil {
+			lastTrip = fmt.Sprintf("%s %d/%d %s ago", t.Strategy, t.Count, t.Threshold, age(doc.Now, t.At))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cell(p.Name), cell(p.Mode), cell(p.State), reason(doc.Now, p),
+			rps, errPercent, p50, p99, p.Window.InFlight, lastTrip)
+	}
+	if len(doc.Points) == 0 {
+		fmt.Fprintln(tw, "(no points)")
+	}
+	tw.Flush()
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// statusHeader is the line above the table: the config in force and the
+// last reload.
+func statusHeader(doc *statusDocument) string {
+	c := &doc.Config
+	var b strings.Builder
+	if c.Path == "" {
+		b.WriteString("config: none (run from -upstream alone)")
+	} else {
+		hash := c.Hash
+		if len(hash) > 12 {
+			hash = hash[:12]
+		}
+		fmt.Fprintf(&b, "config: %s (sha256 %s)", cell(c.Path), hash)
+		if !c.LoadedAt.IsZero() {
+			fmt.Fprintf(&b, " loaded %s ago", age(doc.Now, c.LoadedAt))
+		}
+	}
+	switch r := c.LastReload; {
+	case r == nil:
+	case r.OK && r.Change != "":
+		fmt.Fprintf(&b, "; last reload ok %s ago: %s", age(doc.Now, r.At), cell(r.Change))
+	case r.OK:
+		fmt.Fprintf(&b, "; last reload ok %s ago", age(doc.Now, r.At))
+	default:
+		line, _, _ := strings.Cut(r.Error, "\n")
+		fmt.Fprintf(&b, "; last reload REJECTED %s ago: %s", age(doc.Now, r.At), cell(line))
+	}
+	return b.String()
+}
+
+// reason is the REASON cell: inside a delay, its strategy, end and next
+// probe; else the strategy that would trip with its count against its
+// threshold; else "-".
+func reason(now time.Time, p *statusPoint) string {
+	if d := p.Delay; d != nil {
+		s := fmt.Sprintf("%s delay, ends in %s", cell(d.Strategy), until(now, d.Until))
+		switch {
+		case d.Probing:
+			s += ", probing"
+		case !d.NextProbe.IsZero():
+			s += ", probe in " + until(now, d.NextProbe)
+		}
+		return s
+	}
+	if r := p.Reason; r != nil {
+		return fmt.Sprintf("%s %d/%d", cell(r.Strategy), r.Count, r.Threshold)
+	}
+	return "-"
+}
+
+// age is how long before now t was, to the second ("3m12s"); "0s" for a
+// t after now (clocks apart).
+func age(now, t time.Time) string {
+	return max(now.Sub(t), 0).Round(time.Second).String()
+}
+
+// until is how long after now t is, to the tenth of a second below 10s
+// ("2.5s") and to the second above ("28s"); "0s" once t has passed.
+func until(now, t time.Time) string {
+	d := max(t.Sub(now), 0)
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+// latency formats a latency in seconds for the table: "850µs", "12.3ms",
+// "1.25s"; "-" for none.
+func latency(seconds *float64) string {
+	if seconds == nil {
+		return "-"
+	}
+	d := time.Duration(*seconds * float64(time.Second))
+	switch {
+	case d < time.Millisecond:
+		return strconv.FormatInt(d.Microseconds(), 10) + "µs"
+	case d < time.Second:
+		return strconv.FormatFloat(*seconds*1000, 'f', 1, 64) + "ms"
+	}
+	return strconv.FormatFloat(*seconds, 'f', 2, 64) + "s"
+}
+
+// cell makes a string from the document safe for one table cell: no tab,
+// newline or other control character (a hostile or broken admin port
+// cannot break the table or write escape sequences to the terminal), "-"
+// when empty.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
+}

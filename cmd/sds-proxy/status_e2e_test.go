@@ -1,0 +1,290 @@
+package main_test
+
+// End-to-end tests of `sds-proxy status` and `sds-proxy validate -diff`:
+// the built binary run as a subprocess against a running proxy, its output
+// compared with golden files under testdata/ (go test -run ... -update
+// rewrites them) after the columns that change from run to run (rates,
+// latencies, ages, addresses, paths and hashes) are normalised.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+)
+
+// statusE2EConfig has a point of each state once the test's requests went
+// through: busy trips on visits (open), slow holds a call in flight, watch
+// is a shadow point that would trip, held is in a long delay, calm stays
+// closed. The 5m window keeps every trip in it for the test's length.
+const statusE2EConfig = `routes:
+  - {point: busy, match: {path: /busy}}
+  - {point: slow, match: {path: /slow}}
+  - {point: watch, match: {path: /watch}}
+  - {point: held, match: {path: /held}}
+  - {point: calm, match: {}}
+points:
+  busy: {visitThreshold: 3, fallback: {status: 503, bodyFile: busy.json}}
+  slow: {concurrentThreshold: 5}
+  watch: {visitThreshold: 1, mode: shadow}
+  held: {visitThreshold: 1, delayTime: 10m, retryInterval: 5m}
+  calm: {visitThreshold: 1000}
+`
+
+// runCLI runs the built sds-proxy with args and returns its stdout, its
+// stderr and its exit code.
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := command("sds-proxy", args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kill := time.AfterFunc(wait, func() { cmd.Process.Kill() })
+	err := cmd.Wait()
+	kill.Stop()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("sds-proxy %q: %v", args, err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// goldenUpdate reports whether -update (registered by the package's unit
+// tests, in the same test binary) asks to rewrite the golden files.
+func goldenUpdate() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+// checkGolden compares got with testdata/NAME, or rewrites it under -update.
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if goldenUpdate() {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("%s: got\n%s\nwant\n%s", path, got, want)
+	}
+}
+
+// durationText matches a Go duration as the table prints ages and times
+// to come ("2.5s", "4m59s", "850µs").
+var durationText = regexp.MustCompile(`\d+(\.\d+)?(h|ms|µs|m|s)(\d+(\.\d+)?(h|ms|µs|m|s))*`)
+
+// normalizeStatus rewrites a status table so that it compares across runs:
+// in the header line the config's directory, its hash prefix and the ages;
+// in the rows the RPS, ERR%, P50 and P99 columns (measured) and the
+// durations in REASON and LAST TRIP. Everything else (point, mode, state,
+// reason, figures, in-flight calls) is kept as printed, and the table is
+// aligned again.
+func normalizeStatus(t *testing.T, out, dir, hash string) string {
+	t.Helper()
+	header, table, ok := strings.Cut(out, "\n\n")
+	if !ok {
+		t.Fatalf("no blank line between the header and the table:\n%s", out)
+	}
+	if !strings.Contains(header, "(sha256 "+hash[:12]+")") {
+		t.Errorf("header %q: want the hash prefix %s", header, hash[:12])
+	}
+	header = strings.ReplaceAll(header, dir+string(filepath.Separator), "DIR/")
+	header = strings.ReplaceAll(header, hash[:12], "HASH")
+	header = durationText.ReplaceAllString(header, "T")
+	var b strings.Builder
+	b.WriteString(header + "\n\n")
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	cellSep := regexp.MustCompile(` {2,}`)
+	for i, line := range strings.Split(strings.TrimSuffix(table, "\n"), "\n") {
+		cells := cellSep.Split(strings.TrimRight(line, " "), -1)
+		if len(cells) != 10 {
+			t.Fatalf("row %d: got %d cells %q, want 10", i, len(cells), cells)
+		}
+		if i > 0 {
+			for _, c := range []int{4, 5, 6, 7} { // RPS ERR% P50 P99
+				cells[c] = "~"
+			}
+			cells[3] = durationText.ReplaceAllString(cells[3], "T")
+			cells[9] = durationText.ReplaceAllString(cells[9], "T")
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// TestStatusE2E runs `sds-proxy status` against a proxy whose points are
+// closed, open, in a delay, shadow and busy with a call in flight: the
+// table (golden), -o json, and the errors of an admin port that is gone.
+func TestStatusE2E(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.config = filepath.Join(e.dir, "sds.yaml")
+	e.write(filepath.Join(e.dir, "busy.json"), `{"busy":true}`)
+	e.write(e.config, configHeader(e.upstream, "5m", 10)+statusE2EConfig)
+	e.proxy = startProxy(t, e.config)
+
+	if got := e.countDegraded(5, "/busy", "visit; point=busy", 503); got != 2 {
+		t.Fatalf("busy: got %d of 5 degraded, want 2", got)
+	}
+	for range 3 {
+		if r := e.get("/watch"); r.status != 200 {
+			t.Fatalf("watch (shadow): got %v, want the upstream's answer", r)
+		}
+	}
+	if got := e.countDegraded(2, "/held", "visit; point=held", 429); got != 1 {
+		t.Fatalf("held: got %d of 2 degraded, want 1", got)
+	}
+	for range 2 {
+		if r := e.get("/calm"); r.status != 200 {
+			t.Fatalf("calm: got %v", r)
+		}
+	}
+	// One call on slow stays in flight until the test ends.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hung := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.proxy.url+"/slow?hang=1", nil)
+		resp, err := e.client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		hung <- err
+	}()
+	if !eventually(wait, func() bool { return e.point("slow").Window.InFlight == 1 }) {
+		t.Fatalf("slow: the call never showed in flight: %+v", e.point("slow"))
+	}
+
+	admin := strings.TrimPrefix(e.proxy.admin, "http://")
+	stdout, stderr, code := runCLI(t, "status", "-admin", admin)
+	if code != 0 || stderr != "" {
+		t.Fatalf("status: exit %d, stderr %q, want 0 and nothing", code, stderr)
+	}
+	doc := e.status()
+	checkGolden(t, "status/e2e.golden", normalizeStatus(t, stdout, e.dir, doc.Config.Hash))
+
+	// A URL names the admin port as well; -o json is the document.
+	stdout, stderr, code = runCLI(t, "status", "-admin", e.proxy.admin, "-o", "json")
+	if code != 0 || stderr != "" {
+		t.Fatalf("status -o json: exit %d, stderr %q", code, stderr)
+	}
+	var got struct {
+		Config struct{ Hash string }
+		Points []struct {
+			Name, Mode, State string
+			Window            struct{ InFlight int64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("status -o json: %v:\n%s", err, stdout)
+	}
+	want := []string{"busy enforce open 0", "slow enforce closed 1", "watch shadow shadow 0", "held enforce delay 0", "calm enforce closed 0"}
+	var gotPoints []string
+	for _, p := range got.Points {
+		gotPoints = append(gotPoints, fmt.Sprintf("%s %s %s %d", p.Name, p.Mode, p.State, p.Window.InFlight))
+	}
+	if strings.Join(gotPoints, ", ") != strings.Join(want, ", ") || got.Config.Hash != doc.Config.Hash {
+		t.Errorf("status -o json: got points %q hash %s, want %q hash %s", gotPoints, got.Config.Hash, want, doc.Config.Hash)
+	}
+	cancel()
+	<-hung
+
+	// Nothing listens (port 1 needs root to bind): exit 1, the address
+	// and the cause on stderr.
+	const gone = "127.0.0.1:1"
+	stdout, stderr, code = runCLI(t, "status", "-admin", gone)
+	wantErr := "sds-proxy: admin port at http://" + gone + " cannot be reached: GET /status: "
+	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, wantErr) || !strings.Contains(stderr, "connection refused") {
+		t.Errorf("unreachable: exit %d, stdout %q, stderr %q, want 1, nothing, %q...connection refused", code, stdout, stderr, wantErr)
+	}
+	// The proxy port is not an admin port: it answers, but not /status.
+	stdout, stderr, code = runCLI(t, "status", "-admin", e.proxy.url)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "admin port at "+e.proxy.url+": GET /status") {
+		t.Errorf("proxy port as admin: exit %d, stdout %q, stderr %q, want 1 and the address", code, stdout, stderr)
+	}
+	if _, stderr, code = runCLI(t, "status", "-o", "yaml"); code != 2 || !strings.Contains(stderr, "want table or json") {
+		t.Errorf("-o yaml: exit %d, stderr %q, want 2 and the reason", code, stderr)
+	}
+}
+
+// TestValidateDiffE2E runs `sds-proxy validate -diff` against a running
+// proxy: with an edited copy of its config (elsewhere, with its own
+// bodyFile) it prints what would change (golden); with the same file, "no
+// changes"; an invalid file fails before asking; a gone admin port fails.
+func TestValidateDiffE2E(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.config = filepath.Join(e.dir, "sds.yaml")
+	e.write(filepath.Join(e.dir, "busy.json"), `{"busy":true}`)
+	running := configHeader(e.upstream, "5m", 10) + statusE2EConfig
+	e.write(e.config, running)
+	e.proxy = startProxy(t, e.config)
+	doc := e.status()
+
+	stdout, stderr, code := runCLI(t, "validate", "-config", e.config, "-diff", e.proxy.admin)
+	wantHeader := fmt.Sprintf("OK\nagainst the config in force at %s (%s, sha256 %s):\n", e.proxy.admin, e.config, doc.Config.Hash[:12])
+	if code != 0 || stderr != "" || stdout != wantHeader+"no changes\n" {
+		t.Errorf("same file: exit %d, stderr %q, stdout\n%s\nwant 0 and\n%sno changes", code, stderr, stdout, wantHeader)
+	}
+
+	// The edited copy lives in a directory of its own, with a bodyFile of
+	// its own: the running config's busy.json is not read from there.
+	editedDir := filepath.Join(e.dir, "edited")
+	if err := os.Mkdir(editedDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.write(filepath.Join(editedDir, "busy-v2.json"), `{"busy":2}`)
+	edited := strings.NewReplacer(
+		"window: 5m\n", "window: 1m\nlisten: 127.0.0.1:18080\n",
+		"busy: {visitThreshold: 3, fallback: {status: 503, bodyFile: busy.json}}",
+		"busy: {visitThreshold: 5, fallback: {status: 429, bodyFile: busy-v2.json}}",
+		"  watch: {visitThreshold: 1, mode: shadow}\n", "  watch: {visitThreshold: 1}\n  search: {concurrentThreshold: 8}\n",
+		"  held: {visitThreshold: 1, delayTime: 10m, retryInterval: 5m}\n", "",
+		"  - {point: held, match: {path: /held}}\n", "  - {point: search, match: {pathPrefix: /search, methods: [GET]}}\n",
+	).Replace(running)
+	editedPath := filepath.Join(editedDir, "sds.yaml")
+	e.write(editedPath, edited)
+	stdout, stderr, code = runCLI(t, "validate", "-config", editedPath, "-diff", strings.TrimPrefix(e.proxy.admin, "http://"))
+	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, wantHeader) {
+		t.Fatalf("edited: exit %d, stderr %q, stdout\n%s\nwant 0 and it to start with\n%s", code, stderr, stdout, wantHeader)
+	}
+	checkGolden(t, "validate-diff/e2e.golden", strings.TrimPrefix(stdout, wantHeader))
+
+	// An invalid file: its problems, exit 1, and the admin port is not
+	// needed to say so.
+	e.write(editedPath, strings.Replace(edited, "visitThreshold: 5", "visitThreshold: five", 1))
+	stdout, _, code = runCLI(t, "validate", "-config", editedPath, "-diff", "127.0.0.1:1")
+	if code != 1 || !strings.Contains(stdout, "visitThreshold") || strings.Contains(stdout, "against") {
+		t.Errorf("invalid file: exit %d, stdout %q, want 1 and its problem only", code, stdout)
+	}
+
+	// The admin port is gone: exit 1, naming it.
+	e.proxy.stop(wait)
+	stdout, stderr, code = runCLI(t, "validate", "-config", e.config, "-diff", e.proxy.admin)
+	if code != 1 || stdout != "OK\n" || !strings.Contains(stderr, "admin port at "+e.proxy.admin+" cannot be reached: GET /config") {
+		t.Errorf("admin port gone: exit %d, stdout %q, stderr %q, want 1, OK, and the address", code, stdout, stderr)
+	}
+}

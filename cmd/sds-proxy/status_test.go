@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sds-proxy/sds-proxy/config"
+)
+
+// TestStatusTableGolden renders each testdata/status/NAME.json as the
+// table and compares it with NAME.txt; -update rewrites them.
+func TestStatusTableGolden(t *testing.T) {
+	t.Parallel()
+	docs, err := filepath.Glob("testdata/status/*.json")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no fixtures under testdata/status: %v", err)
+	}
+	for _, in := range docs {
+		t.Run(filepath.Base(in), func(t *testing.T) {
+			body, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc statusDocument
+			if err := decodeStatus(body, &doc); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := writeStatusTable(&out, &doc); err != nil {
+				t.Fatal(err)
+			}
+			compareGolden(t, strings.TrimSuffix(in, ".json")+".txt", out.String())
+		})
+	}
+}
+
+// compareGolden compares got with the golden file at path, or rewrites it
+// under -update.
+func compareGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *updateGolden {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -update to write it)", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("%s: got\n%s\nwant\n%s", path, got, want)
+	}
+}
+
+// TestStatusCommand runs the command against admin ports that answer
+// well and badly: its output, and its error naming the address and the
+// cause.
+func TestStatusCommand(t *testing.T) {
+	t.Parallel()
+	mixed, err := os.ReadFile("testdata/status/mixed.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(status int, contentType, body string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/status" {
+				http.NotFound(w, r)
+				return
+			}
+			w.Header().Set("Content-Type", contentType)
+			w.WriteHeader(status)
+			w.Write([]byte(body))
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	good := serve(200, "application/json", string(mixed))
+	tests := []struct {
+		name    string
+		args    []string
+		wantOut string // prefix of stdout
+		wantErr string // substring of the error; "" for none
+	}{
+		{"table", []string{"-admin", good}, "config: /etc/sds/sds.yaml (sha256 1a2b3c4d5e6f)", ""},
+		{"host:port", []string{"-admin", strings.TrimPrefix(good, "http://")}, "config: /etc/sds/sds.yaml", ""},
+		{"trailing slash", []string{"-admin", good + "/"}, "config: /etc/sds/sds.yaml", ""},
+		{"json", []string{"-admin", good, "-o", "json"}, "{\n  \"now\": \"2026-12-01T04:30:00Z\",\n", ""},
+		{"500", []string{"-admin", serve(500, "text/plain", "boom\nsecond line")}, "",
+			"GET /status answered 500 Internal Server Error: boom"},
+		{"404", []string{"-admin", serve(404, "text/plain", "")}, "", "GET /status answered 404 Not Found"},
+		{"not JSON", []string{"-admin", serve(200, "text/html", "<html>")}, "", "the answer is not a /status document"},
+		{"other JSON", []string{"-admin", serve(200, "application/json", `{"status":"ok"}`)}, "", `no "now" or no "points"`},
+		{"two values", []string{"-admin", serve(200, "application/json", `{"now":"2026-12-01T04:30:00Z","points":[]} {}`)}, "",
+			"more than one JSON value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := run(context.Background(), append([]string{"status"}, tt.args...), &stdout, &stderr)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("got %v, want no error; stderr %q", err, stderr.String())
+				}
+				if !strings.HasPrefix(stdout.String(), tt.wantOut) {
+					t.Errorf("got\n%s\nwant it to start with\n%s", stdout.String(), tt.wantOut)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "admin port at http://127.0.0.1:") {
+				t.Errorf("got error %v, want one naming the address and %q", err, tt.wantErr)
+			}
+			if errors.Is(err, errUsage) || errors.Is(err, errInvalid) {
+				t.Errorf("got %v, want a plain error (exit 1 with its message)", err)
+			}
+			if stdout.Len() > 0 {
+				t.Errorf("stdout: got %q, want nothing on failure", stdout.String())
+			}
+		})
+	}
+}
+
+// TestStatusJSONAsReceived: -o json prints the document's values as the
+// admin port sent them, fields it does not know included.
+func TestStatusJSONAsReceived(t *testing.T) {
+	t.Parallel()
+	body := `{"now":"2026-12-01T04:30:00Z","future":{"x":[1,2.50,"é"]},"points":[]}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(body)) }))
+	defer srv.Close()
+	var stdout bytes.Buffer
+	if err := run(context.Background(), []string{"status", "-admin", srv.URL, "-o", "json"}, &stdout, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, stdout.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if compact.String() != body {
+		t.Errorf("got %s, want %s", compact.String(), body)
+	}
+}
+
+// TestStatusUnreachable: nothing listens, or the admin port never
+// answers: an error naming the address and the cause.
+func TestStatusUnreachable(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer hang.Close()
+	tests := []struct {
+		name, addr string
+		want       []string
+	}{
+		{"refused", closed, []string{"admin port at http://" + closed + " cannot be reached: GET /status:", "connection refused"}},
+		{"silent", hang.URL, []string{"admin port at " + hang.URL + " cannot be reached: GET /status: no answer within 50ms"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := run(context.Background(), []string{"status", "-admin", tt.addr, "-timeout", "50ms"}, &bytes.Buffer{}, &bytes.Buffer{})
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("got %v, want an error with %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestStatusUsage: a wrong command line is errUsage (exit 2), with the
+// reason and the usage on stderr; -h is not an error.
+func TestStatusUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args    []string
+		wantErr error
+		stderr  string
+	}{
+		{[]string{"-o", "yaml"}, errUsage, `-o "yaml": want table or json`},
+		{[]string{"extra"}, errUsage, `unexpected arguments ["extra"]`},
+		{[]string{"-admin", "ftp://x:1"}, errUsage, `want host:port or http://host:port`},
+		{[]string{"-admin", "http://"}, errUsage, `want host:port or http://host:port`},
+		{[]string{"-timeout", "0s"}, errUsage, `want a positive duration`},
+		{[]string{"-bogus"}, errUsage, "flag provided but not defined: -bogus"},
+		{[]string{"-h"}, nil, "usage: sds-proxy status"},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"status"}, tt.args...), &bytes.Buffer{}, &stderr)
+		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+			t.Errorf("%q: got %v, want %v", tt.args, err, tt.wantErr)
+		}
+		if !strings.Contains(stderr.String(), tt.stderr) || !strings.Contains(stderr.String(), "usage: sds-proxy status") {
+			t.Errorf("%q: stderr %q, want %q and the usage", tt.args, stderr.String(), tt.stderr)
+		}
+	}
+}
+
+func TestAdminURL(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ in, want string }{
+		{"127.0.0.1:9901", "http://127.0.0.1:9901"},
+		{"[::1]:9901", "http://[::1]:9901"},
+		{"http://127.0.0.1:9901", "http://127.0.0.1:9901"},
+		{"http://127.0.0.1:9901/", "http://127.0.0.1:9901"},
+		{"https://admin.internal:8443/sds", "https://admin.internal:8443/sds"},
+		{"localhost:9901", "http://localhost:9901"},
+	}
+	for _, tt := range tests {
+		if got, err := adminURL(tt.in); got != tt.want || err != nil {
+			t.Errorf("%q: got %q, %v, want %q", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "ftp://h:1", "http://h:1/?q=1", "http://%zz"} {
+		if got, err := adminURL(bad); err == nil {
+			t.Errorf("%q: got %q, want an error", bad, got)
+		}
+	}
+}
+
+// TestStatusCells: what the admin port sends cannot break the table or
+// reach the terminal as control characters.
+func TestStatusCells(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"": "-", "orders.read": "orders.read", "a\tb\nc\x1b[31m\u009bd": "a?b?c?[31m?d"} {
+		if got := cell(in); got != want {
+			t.Errorf("cell(%q): got %q, want %q", in, got, want)
+		}
+	}
+	now := time.Date(2026, 12, 1, 4, 30, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		t          time.Time
+		age, until string
+	}{
+		{now.Add(-1500 * time.Millisecond), "2s", "0s"},
+		{now.Add(-3*time.Minute - 12*time.Second), "3m12s", "0s"},
+		{now.Add(2500 * time.Millisecond), "0s", "2.5s"},
+		{now.Add(28*time.Second + 400*time.Millisecond), "0s", "28s"},
+	} {
+		if got := age(now, tt.t); got != tt.age {
+			t.Errorf("age of %v: got %s, want %s", now.Sub(tt.t), got, tt.age)
+		}
+		if got := until(now, tt.t); got != tt.until {
+			t.Errorf("until %v: got %s, want %s", tt.t.Sub(now), got, tt.until)
+		}
+	}
+}
+
+// TestDescribeChange: what validate -diff prints, for each kind of change.
+func TestDescribeChange(t *testing.T) {
+	t.Parallel()
+	const base = `upstream: http://127.0.0.1:9000
+routes:
+  - {point: a, match: {path: /a}}
+  - {point: b, match: {path: /b, methods: [GET]}}
+points:
+  a: {visitThreshold: 10}
+  b: {visitThreshold: 10, fallback: {status: 503, bodyFile: bodies/b.json}}
+`
+	parse := func(src string) *config.File {
+		f, err := config.ParseText("sds.yaml", []byte(src), config.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	tests := []struct {
+		name, next, want string
+	}{
+		{"same", base, "no changes\n"},
+		{"comment", "# edited\n" + base, "no changes\n"},
+		{"everything", "window: 20s\nlisten: 127.0.0.1:8081\n" + strings.NewReplacer(
+			"a: {visitThreshold: 10}", "a: {visitThreshold: 12, mode: shadow}\n  c: {concurrentThreshold: 4}",
+			"bodies/b.json", "bodies/b2.json",
+			"  - {point: a, match: {path: /a}}\n", "  - {point: c, match: {pathPrefix: /c}}\n  - {point: a, match: {path: /a}}\n",
+		).Replace(base), `points added: c
+point a changed:
+  visitThreshold: 10 -> 12
+  mode: enforce -> shadow
+point b changed:
+  fallback.bodyFile: "bodies/b.json" -> "bodies/b2.json"
+routes changed (first match wins; - in force, + new, by position):
+  + 1: pathPrefix /c -> c
+settings changed (apply on reload):
+  window: 10s -> 20s
+needs a restart (a reload keeps the old value):
+  listen: "0.0.0.0:8080" -> "127.0.0.1:8081"
+`},
+		{"removed", strings.Replace(strings.Replace(base, "  b: {visitThreshold: 10, fallback: {status: 503, bodyFile: bodies/b.json}}\n", "", 1),
+			"  - {point: b, match: {path: /b, methods: [GET]}}\n", "", 1), `points removed: b
+routes changed (first match wins; - in force, + new, by position):
+  - 2: methods GET path /b -> b
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := describeChange(parse(base), parse(tt.next)); got != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}
