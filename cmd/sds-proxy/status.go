@@ -80,7 +80,9 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if *output == "json" {
 		var out bytes.Buffer
-		json.Indent(&out, body, "", "  ") // body is valid JSON: decodeStatus read it
+		if err := json.Indent(&out, body, "", "  "); err != nil {
+			return fmt.Errorf("admin port at %s: GET /status: %w", base, err)
+		}
 		out.WriteByte('\n')
 		_, err := stdout.Write(out.Bytes())
 		return err

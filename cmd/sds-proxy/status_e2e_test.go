@@ -288,3 +288,42 @@ func TestValidateDiffE2E(t *testing.T) {
 		t.Errorf("admin port gone: exit %d, stdout %q, stderr %q, want 1, OK, and the address", code, stdout, stderr)
 	}
 }
+
+// TestStatusWithoutConfigFileE2E: a proxy run from -upstream alone has no
+// point and no file: status says so, GET /config answers 404, and
+// validate -diff fails naming the address and that answer.
+func TestStatusWithoutConfigFileE2E(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	upstream := "http://" + startUpstream(t)
+	cmd := command("sds-proxy", "run", "-upstream", upstream, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")
+	cmd.Dir = t.TempDir() // no sds.yaml there
+	started, err := start(t, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := serving(t, started)
+
+	stdout, stderr, code := runCLI(t, "status", "-admin", p.admin)
+	want := "config: none (run from -upstream alone)\n\n" +
+		"POINT  MODE  STATE  REASON  RPS  ERR%  P50  P99  INFLIGHT  LAST TRIP\n(no points)\n"
+	// A first load counts as a successful reload attempt: its age varies.
+	stdout = regexp.MustCompile(`; last reload ok \S+ ago`).ReplaceAllString(stdout, "")
+	if code != 0 || stderr != "" || stdout != want {
+		t.Errorf("status: exit %d, stderr %q, stdout\n%s\nwant 0 and\n%s", code, stderr, stdout, want)
+	}
+
+	dir := t.TempDir()
+	local := filepath.Join(dir, "sds.yaml")
+	if err := os.WriteFile(local, []byte(configHeader(upstream, "10s", 10)+statusE2EConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "busy.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = runCLI(t, "validate", "-config", local, "-diff", p.admin)
+	wantErr := "sds-proxy: admin port at " + p.admin + ": GET /config answered 404 Not Found: no config file"
+	if code != 1 || stdout != "OK\n" || !strings.HasPrefix(stderr, wantErr) {
+		t.Errorf("validate -diff: exit %d, stdout %q, stderr %q, want 1, OK, %q...", code, stdout, stderr, wantErr)
+	}
+}
