@@ -64,6 +64,7 @@ type snapshot struct {
 	*Config
 	transport http.RoundTripper
 	metrics   map[*Point]*pointMetrics // every point of Points and Routes
+	router    *router                  // Routes compiled (router.go)
 }
 
 // New returns a Handler serving cfg.
@@ -114,6 +115,7 @@ func (h *Handler) Swap(cfg *Config) {
 			s.metrics[rt.Point] = h.opts.Metrics.forPoint(rt.Point.name)
 		}
 	}
+	s.router = newRouter(cfg.Routes)
 	h.current.Store(s)
 }
 
@@ -186,7 +188,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		badPath(w, err)
 		return
 	}
-	p := route(s.Routes, r, path)
+	p := s.router.route(r, path)
 	if p == nil {
 		h.opts.Metrics.unrouted.Inc()
 		ctx := context.WithValue(r.Context(), callKey{}, &call{snap: s, path: rewritten})
@@ -294,7 +296,7 @@ func (h *Handler) exit(c *call) time.Duration {
 	if timedOutBefore {
 		c.metrics.timeouts.Inc()
 	}
-	c.metrics.observeDuration(took.Seconds(), traceID(c.header))
+	c.metrics.observeDuration(took.Seconds(), traceID(c.header), end)
 	return took
 }
 

@@ -89,6 +89,10 @@ type pointMetrics struct {
 	transportErrors, timeoutErrors    prometheus.Counter
 	statusErrors, bodyErrors          prometheus.Counter
 	timeouts                          prometheus.Counter
+
+	// nextExemplar is the Unix time in nanoseconds before which a traced
+	// call is observed without its exemplar (exemplarEvery).
+	nextExemplar atomic.Int64
 }
 
 // NewMetrics registers the proxy's metrics on reg. points returns the
@@ -290,11 +294,25 @@ func (pm *pointMetrics) shadowStrategyCounter(s limiter.Strategy) prometheus.Cou
 	return pm.shadowByStrategy[s]
 }
 
+// exemplarEvery is the least time between two exemplars of one point's
+// upstream time. The client library keeps only the latest exemplars (one
+// per classic bucket, a few for the native histogram) and a scrape reads
+// them every few seconds, so more would be overwritten unseen; building one
+// costs about 10 allocations, which a fully traced service would pay on
+// every request.
+const exemplarEvery = 100 * time.Millisecond
+
 // observeDuration records a forwarded call's upstream time in seconds,
-// with traceID (a W3C trace id, traceparent.go) as the exemplar's trace_id
-// when it is not "". Without a trace id it allocates nothing.
-func (pm *pointMetrics) observeDuration(seconds float64, traceID string) {
+// ending at now, with traceID (a W3C trace id, traceparent.go) as the
+// exemplar's trace_id when it is not "" and the point's last exemplar is
+// exemplarEvery old. Without an exemplar it allocates nothing.
+func (pm *pointMetrics) observeDuration(seconds float64, traceID string, now time.Time) {
 	if traceID == "" {
+		pm.duration.Observe(seconds)
+		return
+	}
+	next, t := pm.nextExemplar.Load(), now.UnixNano()
+	if t < next || !pm.nextExemplar.CompareAndSwap(next, t+int64(exemplarEvery)) {
 		pm.duration.Observe(seconds)
 		return
 	}

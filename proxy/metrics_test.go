@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -180,7 +181,12 @@ func TestUpstreamDurationHistogram(t *testing.T) {
 		return rpReply(r, http.StatusOK, "upstream"), nil
 	})
 	p := rpPoint(t, "p", nil, proxy.PointOptions{})
-	h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: transport})
+	// A clock that moves 1µs per reading: every call takes some upstream
+	// time, and the four requests fall within 100µs.
+	var ticks atomic.Int64
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { return t0.Add(time.Duration(ticks.Add(1)) * time.Microsecond) }
+	h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: transport, Now: now})
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	send := func(traceparent string) {
 		r := httptest.NewRequest(http.MethodGet, "/x", nil)
@@ -229,6 +235,14 @@ func TestUpstreamDurationHistogram(t *testing.T) {
 	want := "trace_id=" + traceID
 	if ids := exemplars(hist); len(ids) != 2 || ids[0] != want || ids[1] != want {
 		t.Errorf("after a request with traceparent: got exemplars %q, want %q twice", ids, want)
+	}
+
+	// Within 100ms of an exemplar, a traced call is observed without one:
+	// the exemplars stay those of the first.
+	send("00-ffffffffffffffffffffffffffffffff-00f067aa0ba902b7-01")
+	hist = histogram()
+	if ids := exemplars(hist); hist.GetSampleCount() != 4 || len(ids) != 2 || ids[0] != want {
+		t.Errorf("a second traced call at once: got %d observations, exemplars %q; want 4, still %q", hist.GetSampleCount(), ids, want)
 	}
 }
 
