@@ -39,6 +39,10 @@ func moduleVersion(stamped string, readBuildInfo func() (*debug.BuildInfo, bool)
 // (validate's problem list), so main exits 1 without printing more.
 var errInvalid = errors.New("invalid")
 
+// errUsage ends a command whose command line was wrong, after it printed
+// why (status): main exits 2.
+var errUsage = errors.New("usage")
+
 func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	switch {

@@ -25,10 +25,6 @@ const defaultAdmin = "127.0.0.1:9901"
 // /status of 1,000 points with their series and events stays well under it.
 const maxAdminBody = 64 << 20
 
-// errUsage ends a command whose command line was wrong, after it printed
-// why: main exits 2.
-var errUsage = errors.New("usage")
-
 // status prints the state of a running proxy's points, read from its
 // admin port's GET /status: a table (-o table, the default), or the
 // document itself (-o json, indented). It returns errUsage for a wrong
@@ -36,6 +32,41 @@ var errUsage = errors.New("usage")
 // admin port cannot be reached, answers other than 200, or answers
 // something that is not a /status document.
 func status(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	flags, err := parseStatusFlags(args, stderr)
+	if err != nil || flags.base == "" {
+		return err // -h asked for the usage: base is unset
+	}
+	body, _, err := fetchAdmin(ctx, flags.base, "/status", flags.timeout)
+	if err != nil {
+		return err
+	}
+	var doc statusDocument
+	if err := decodeStatus(body, &doc); err != nil {
+		return fmt.Errorf("admin port at %s: GET /status: %w", flags.base, err)
+	}
+	if flags.json {
+		var out bytes.Buffer
+		if err := json.Indent(&out, body, "", "  "); err != nil {
+			return fmt.Errorf("admin port at %s: GET /status: %w", flags.base, err)
+		}
+		out.WriteByte('\n')
+		_, err := stdout.Write(out.Bytes())
+		return err
+	}
+	return writeStatusTable(stdout, &doc)
+}
+
+// statusFlags are status's command line.
+type statusFlags struct {
+	base    string        // the admin port's base URL (adminURL)
+	json    bool          // -o json
+	timeout time.Duration // positive
+}
+
+// parseStatusFlags parses status's command line. A wrong one is errUsage,
+// after the reason and the usage went to stderr; -h prints the usage and
+// returns zero flags and no error.
+func parseStatusFlags(args []string, stderr io.Writer) (statusFlags, error) {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("admin", defaultAdmin, "admin port: host:port or http://host:port")
@@ -47,11 +78,11 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
-		return nil
+		return statusFlags{}, nil
 	case err != nil:
-		return errUsage // the flag package printed why
+		return statusFlags{}, errUsage // the flag package printed why
 	}
-	var problem error
+	base, problem := adminURL(*addr)
 	switch {
 	case fs.NArg() > 0:
 		problem = fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -60,34 +91,12 @@ func status(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case *timeout <= 0:
 		problem = fmt.Errorf("-timeout %v: want a positive duration", *timeout)
 	}
-	base, err := adminURL(*addr)
-	if problem == nil {
-		problem = err
-	}
 	if problem != nil {
 		fmt.Fprintln(stderr, "sds-proxy status:", problem)
 		fs.Usage()
-		return errUsage
+		return statusFlags{}, errUsage
 	}
-
-	body, _, err := fetchAdmin(ctx, base, "/status", *timeout)
-	if err != nil {
-		return err
-	}
-	var doc statusDocument
-	if err := decodeStatus(body, &doc); err != nil {
-		return fmt.Errorf("admin port at %s: GET /status: %w", base, err)
-	}
-	if *output == "json" {
-		var out bytes.Buffer
-		if err := json.Indent(&out, body, "", "  "); err != nil {
-			return fmt.Errorf("admin port at %s: GET /status: %w", base, err)
-		}
-		out.WriteByte('\n')
-		_, err := stdout.Write(out.Bytes())
-		return err
-	}
-	return writeStatusTable(stdout, &doc)
+	return statusFlags{base: base, json: *output == "json", timeout: *timeout}, nil
 }
 
 // adminURL turns -admin into the admin port's base URL: a host:port gets
