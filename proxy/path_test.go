@@ -126,13 +126,14 @@ func TestNormalizePathAllocs(t *testing.T) {
 // nothing, host and port matching included.
 func TestRouteAllocs(t *testing.T) {
 	routes := benchRoutes(t)
+	rt := newRouter(routes)
 	r, err := http.NewRequest(http.MethodGet, "http://shop.example:8443/api/orders/7?x=1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	allocs := testing.AllocsPerRun(100, func() {
 		path, _, err := requestPath(r)
-		if err != nil || route(routes, r, path) != routes[0].Point {
+		if err != nil || rt.route(r, path) != routes[0].Point {
 			t.Fatal("no route")
 		}
 	})
@@ -240,6 +241,7 @@ func FuzzNormalizePath(f *testing.F) {
 // last one matches), for a normal path and a dirty one.
 func BenchmarkRouting(b *testing.B) {
 	routes := benchRoutes(b)
+	rt := newRouter(routes)
 	for _, bc := range []struct{ name, target string }{
 		{"normal", "http://a.example:8080/api/orders/7/items?x=1"},
 		{"dirty", "http://a.example:8080/soak/%2e%2e/api//orders/./7/items?x=1"},
@@ -253,7 +255,7 @@ func BenchmarkRouting(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					path, _, err := requestPath(r)
-					if err != nil || route(routes, r, path) != routes[0].Point {
+					if err != nil || rt.route(r, path) != routes[0].Point {
 						b.Fatal("no route")
 					}
 				}

@@ -59,8 +59,9 @@ type target struct {
 	port   string // the Host header's port, or the scheme's default
 }
 
-// matches reports whether t falls under the route.
-func (rt *Route) matches(t *target) bool {
+// matchesHost reports whether t falls under the route, whose Host split by
+// splitHost is h.
+func (rt *Route) matchesHost(h routeHost, t *target) bool {
 	if len(rt.Methods) > 0 && !contains(rt.Methods, t.method) {
 		return false
 	}
@@ -70,11 +71,8 @@ func (rt *Route) matches(t *target) bool {
 	if rt.PathPrefix != "" && !hasPathPrefix(t.path, rt.PathPrefix) {
 		return false
 	}
-	if rt.Host != "" {
-		host, port := splitHost(rt.Host)
-		if !strings.EqualFold(host, t.host) || port != "" && !samePort(port, t.port) {
-			return false
-		}
+	if h.set && (!strings.EqualFold(h.name, t.host) || h.port != "" && !samePort(h.port, t.port)) {
+		return false
 	}
 	return true
 }
@@ -172,26 +170,4 @@ func setPath(u *url.URL, path string) {
 		return // not reached: a normal path's escapes are all valid
 	}
 	u.Path, u.RawPath = decoded, path
-}
-
-// route returns the point of the first route that matches r, whose escaped
-// path in normal form is path (requestPath), or nil.
-func route(routes []Route, r *http.Request, path string) *Point {
-	if len(routes) == 0 {
-		return nil
-	}
-	t := target{method: r.Method, path: path}
-	t.host, t.port = splitHost(r.Host)
-	if t.port == "" {
-		t.port = "80"
-		if r.TLS != nil {
-			t.port = "443"
-		}
-	}
-	for i := range routes {
-		if routes[i].matches(&t) {
-			return routes[i].Point
-		}
-	}
-	return nil
 }
