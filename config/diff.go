@@ -77,16 +77,18 @@ func Diff(from, to *File) Change {
 		c.Routes = len(to.Routes) > 0
 		return c
 	}
+	old := pointsByName(from)
 	for _, p := range to.Points {
-		switch q := from.Point(p.Name); {
+		switch q := old[p.Name]; {
 		case q == nil:
 			c.Added = append(c.Added, p.Name)
 		case !reflect.DeepEqual(*q, p):
 			c.Changed = append(c.Changed, p.Name)
 		}
 	}
+	next := pointsByName(to)
 	for _, p := range from.Points {
-		if to.Point(p.Name) == nil {
+		if next[p.Name] == nil {
 			c.Removed = append(c.Removed, p.Name)
 		}
 	}
@@ -106,6 +108,18 @@ func Diff(from, to *File) Change {
 	})
 	c.NeedsRestart = restart(from, to)
 	return c
+}
+
+// pointsByName returns f's points by name; of two with one name, the
+// first, as File.Point finds it.
+func pointsByName(f *File) map[string]*Point {
+	m := make(map[string]*Point, len(f.Points))
+	for i := range f.Points {
+		if _, ok := m[f.Points[i].Name]; !ok {
+			m[f.Points[i].Name] = &f.Points[i]
+		}
+	}
+	return m
 }
 
 // restart names the restart-only settings that differ between a and b.

@@ -109,20 +109,46 @@ type RouteEdit struct {
 	Route Route
 }
 
-// RoutesDiff returns the shortest list of edits (a longest common
-// subsequence) that turns from into to, in the order a line diff prints
-// them: at each place, the old routes removed, then the new ones added.
-// It is nil when the lists are equal, as Diff compares them. Both lists hold at most maxRoutes
-// routes, so its table of len(from)*len(to) cells stays within 4 MiB.
+// maxDiffCells bounds the table RoutesDiff fills to find the shortest
+// edits: 1<<22 cells of 4 bytes, 16 MiB.
+const maxDiffCells = 1 << 22
+
+// RoutesDiff returns the edits that turn from into to, in the order a line
+// diff prints them: at each place, the old routes removed, then the new
+// ones added. It is nil when the lists are equal, as Diff compares them.
+// The routes both lists begin and end with are kept; between them, the
+// edits are the shortest (a longest common subsequence) when that part
+// of the lists spans at most maxDiffCells (such as 2,000 routes changed
+// on each side), and else every old route of it removed and every new one
+// added, so that two lists of 10,000 routes each are compared in linear
+// time and memory.
 func RoutesDiff(from, to []Route) []RouteEdit {
-	n, m := len(from), len(to)
-	// common[i*(m+1)+j] is the length of the longest common subsequence
-	// of from[i:] and to[j:].
-	common := make([]int32, (n+1)*(m+1))
-	at := func(i, j int) *int32 { return &common[i*(m+1)+j] }
 	same := func(i, j int) bool { return reflect.DeepEqual(from[i], to[j]) }
-	for i := n - 1; i >= 0; i-- {
-		for j := m - 1; j >= 0; j-- {
+	lo := 0
+	for lo < len(from) && lo < len(to) && same(lo, lo) {
+		lo++
+	}
+	n, m := len(from), len(to)
+	for n > lo && m > lo && same(n-1, m-1) {
+		n, m = n-1, m-1
+	}
+	if (n-lo+1)*(m-lo+1) > maxDiffCells {
+		var out []RouteEdit
+		for i := lo; i < n; i++ {
+			out = append(out, RouteEdit{Index: i + 1, Route: from[i]})
+		}
+		for j := lo; j < m; j++ {
+			out = append(out, RouteEdit{Added: true, Index: j + 1, Route: to[j]})
+		}
+		return out
+	}
+	// common[(i-lo)*w+(j-lo)] is the length of the longest common
+	// subsequence of from[i:n] and to[j:m].
+	w := m - lo + 1
+	common := make([]int32, (n-lo+1)*w)
+	at := func(i, j int) *int32 { return &common[(i-lo)*w+(j-lo)] }
+	for i := n - 1; i >= lo; i-- {
+		for j := m - 1; j >= lo; j-- {
 			if same(i, j) {
 				*at(i, j) = *at(i+1, j+1) + 1
 			} else {
@@ -131,7 +157,7 @@ func RoutesDiff(from, to []Route) []RouteEdit {
 		}
 	}
 	var out []RouteEdit
-	i, j := 0, 0
+	i, j := lo, lo
 	for i < n || j < m {
 		switch {
 		case i < n && j < m && same(i, j):

@@ -15,10 +15,11 @@ const (
 	minBucketWidth = time.Millisecond
 	maxNameLen     = 128
 	maxMethods     = 32
-	// maxRoutes and maxPoints bound the work of validation, whose checks
-	// between routes take time quadratic in their number.
-	maxRoutes = 1000
-	maxPoints = 1000
+	// maxRoutes and maxPoints bound a config: a route per API path or
+	// gRPC method of a large service. Validation, the router and a reload's
+	// diff take time linear in them (README, Configuration).
+	maxRoutes = 10_000
+	maxPoints = 10_000
 	// maxConnectionsLimit bounds maxConnections: far beyond what a sidecar's
 	// memory holds, and each connection needs a file descriptor.
 	maxConnectionsLimit = 1_000_000

@@ -6,25 +6,44 @@ import (
 	"strings"
 )
 
-// pointNames tells which point names a route may give, for messages.
+// maxNamesListed bounds the point names a message lists.
+const maxNamesListed = 20
+
+// pointNames tells which point names a route may give, for messages: up to
+// maxNamesListed of them.
 func (c *checker) pointNames() string {
-	names := make([]string, 0, len(c.d.f.Points))
+	names := make([]string, 0, min(len(c.d.f.Points), maxNamesListed))
+	more := 0
 	for _, p := range c.d.f.Points {
-		if p.Name != "" {
+		switch {
+		case p.Name == "":
+		case len(names) == maxNamesListed:
+			more++
+		default:
 			names = append(names, p.Name)
 		}
 	}
 	if len(names) == 0 {
 		return "define a point under points: first"
 	}
+	if more > 0 {
+		return fmt.Sprintf("name one of: %s and %d more", strings.Join(names, ", "), more)
+	}
 	return "name one of: " + strings.Join(names, ", ")
 }
 
 // routes checks each route: its point, its match, and that no route above
-// it matches all its requests.
+// it matches all its requests. Its time is linear in the routes (shadows).
 func (c *checker) routes() {
 	f := c.d.f
 	complete := c.completeRoutes()
+	defined := make(map[string]bool, len(f.Points))
+	known := make([]string, 0, len(f.Points))
+	for _, p := range f.Points {
+		defined[p.Name] = true
+		known = append(known, p.Name)
+	}
+	shadowed := newShadows(f.Routes)
 	for i, r := range f.Routes {
 		n := i + 1
 		rl := func(field string) loc { return loc{route: n, field: field} }
@@ -40,11 +59,7 @@ func (c *checker) routes() {
 		case !c.d.ok(rl("point")):
 		case r.Point == "":
 			c.p.add(c.val(rl("point")), "route %d: point is empty; %s", n, c.pointNames())
-		case f.Point(r.Point) == nil:
-			known := make([]string, 0, len(f.Points))
-			for _, p := range f.Points {
-				known = append(known, p.Name)
-			}
+		case !defined[r.Point]:
 			hint := ""
 			if s := suggest(r.Point, known); strings.HasPrefix(s, "; did") {
 				hint = s
@@ -52,12 +67,13 @@ func (c *checker) routes() {
 			c.p.add(c.val(rl("point")), "route %d: point %q is not defined under points:%s", n, r.Point, hint)
 		}
 		c.match(n, r)
-		for j := range i {
-			if complete[j] && complete[i] && covers(f.Routes[j], r) {
-				c.p.add(c.key(rl("")), "route %d can never match: route %d (line %d) matches every request it would; move it above route %d or remove it", n, j+1, c.key(loc{route: j + 1}).line, j+1)
-				break
-			}
+		if !complete[i] {
+			continue
 		}
+		if j := shadowed.coveredBy(i); j >= 0 {
+			c.p.add(c.key(rl("")), "route %d can never match: route %d (line %d) matches every request it would; move it above route %d or remove it", n, j+1, c.key(loc{route: j + 1}).line, j+1)
+		}
+		shadowed.add(i)
 	}
 }
 
