@@ -6,23 +6,29 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
+	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
 
 func TestAdminDashboardPage(t *testing.T) {
@@ -235,74 +241,6 @@ func TestAdminDashboardChromium(t *testing.T) {
 	})
 }
 
-// TestDashboardFilterSort loads a board of 200 points with a view in the
-// URL's fragment and reads which cards show, in which order.
-func TestDashboardFilterSort(t *testing.T) {
-	needChromium(t)
-	board := &syntheticBoard{n: 200, tripped: true, from: 14 * time.Minute}
-	srv := serveBoard(t, board)
-	doc := board.doc(boardT0.Add(board.from))
-	var all []string
-	stateOf := make(map[string]string)
-	for _, p := range doc["points"].([]obj) {
-		name := p["name"].(string)
-		all = append(all, name)
-		stateOf[name] = p["state"].(string)
-	}
-
-	for _, tc := range []struct {
-		view  string
-		want  func() []string
-		shown string
-	}{
-		{"", func() []string { return all }, "200 points"},
-		{"#q=ORDERS.&sort=name", func() []string {
-			var names []string
-			for _, n := range all {
-				if strings.HasPrefix(n, "orders.") {
-					names = append(names, n)
-				}
-			}
-			slices.Sort(names)
-			return names
-		}, "showing 10 of 200"},
-		{"#state=trouble&sort=severity", func() []string {
-			var names []string
-			for _, state := range []string{"open", "delay", "shadow"} {
-				for _, n := range all {
-					if stateOf[n] == state {
-						names = append(names, n)
-					}
-				}
-			}
-			return names
-		}, "showing 12 of 200"},
-		{"#state=shadow", func() []string {
-			var names []string
-			for _, n := range all {
-				if stateOf[n] == "shadow" {
-					names = append(names, n)
-				}
-			}
-			return names
-		}, "showing 3 of 200"},
-	} {
-		t.Run(tc.view, func(t *testing.T) {
-			dom := dumpDOM(t, srv.URL+"/"+tc.view)
-			shown, hidden := cardOrder(dom)
-			if want := tc.want(); !slices.Equal(shown, want) {
-				t.Errorf("view %q: got cards shown in order\n%q\nwant\n%q", tc.view, shown, want)
-			}
-			if len(shown)+len(hidden) != 200 {
-				t.Errorf("view %q: got %d cards shown and %d hidden, want 200 in all", tc.view, len(shown), len(hidden))
-			}
-			if want := `<span id="shown" class="muted">` + tc.shown + `</span>`; !strings.Contains(dom, want) {
-				t.Errorf("view %q: DOM lacks %q", tc.view, want)
-			}
-		})
-	}
-}
-
 // cardRE matches a card's opening tag and its name.
 var cardRE = regexp.MustCompile(`<article class="card"([^>]*)><div class="card-head"><h2 class="name" title="[^"]*">([^<]*)</h2>`)
 
@@ -392,323 +330,350 @@ func screenshot(t *testing.T, budget time.Duration, url, dir, name string) strin
 	return file
 }
 
-// obj is a JSON object of a synthetic /status document.
-type obj = map[string]any
-
-// boardT0 is the first instant of a synthetic board's polls.
+// boardT0 is the first instant of a simulated board.
 var boardT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// syntheticBoard serves a made-up /status document of many points, for what
-// a real proxy cannot show in a test's few seconds: 200 points with 15
-// minutes of traffic, trips, delays, probes and reloads behind them. Each
-// poll of /status moves its clock on by step.
-type syntheticBoard struct {
-	n       int
-	tripped bool
-	// from is the board's first instant after boardT0; step is how far
-	// each poll moves its clock on (0: a frozen board).
-	from, step time.Duration
-	polls      atomic.Int64
-}
-
-// boardIncident is a point's trouble on a synthetic board: from at on it
-// reads state, for the strategy.
-type boardIncident struct {
-	state, strategy string
-	at              time.Duration // since boardT0
-	recoverAfter    time.Duration // 0: still in trouble at the end
-}
-
+// A board's point names: service.operation, 200 of them.
 var boardServices = []string{"orders", "payments", "catalog", "users", "cart", "search", "inventory", "shipping",
 	"pricing", "reviews", "auth", "notify", "media", "ledger", "quotes", "returns", "loyalty", "tax", "fraud", "geo"}
 var boardOps = []string{"read", "write", "list", "get", "create", "update", "delete", "search", "export", "sync"}
 
+// boardName is the name of a board's point i (0 to 199).
 func boardName(i int) string {
 	return boardServices[i/len(boardOps)%len(boardServices)] + "." + boardOps[i%len(boardOps)]
 }
 
-// incidents are the synthetic board's troubles by point index: on the
-// healthy board only the ones that have recovered.
-func (b *syntheticBoard) incident(i int) (boardIncident, bool) {
-	past := map[int]boardIncident{
-		12:  {"open", "visit", 90 * time.Second, 40 * time.Second},
-		47:  {"open", "exception", 4 * time.Minute, 70 * time.Second},
-		101: {"open", "timeout", 6 * time.Minute, 30 * time.Second},
-		150: {"shadow", "visit", 3 * time.Minute, 50 * time.Second},
-	}
-	if in, ok := past[i]; ok {
-		return in, true
-	}
-	if !b.tripped {
-		return boardIncident{}, false
-	}
-	in, ok := map[int]boardIncident{
-		3:   {"open", "visit", 8 * time.Minute, 0},
-		17:  {"open", "exception", 11 * time.Minute, 0},
-		42:  {"open", "timeout", 12*time.Minute + 30*time.Second, 0},
-		88:  {"open", "concurrent", 13 * time.Minute, 0},
-		120: {"open", "exception_rate", 9 * time.Minute, 0},
-		177: {"open", "token_bucket", 14 * time.Minute, 0},
-		9:   {"delay", "exception", 10*time.Minute + 30*time.Second, 0},
-		64:  {"delay", "timeout", 11*time.Minute + 20*time.Second, 0},
-		140: {"delay", "visit", 12 * time.Minute, 0},
-		27:  {"shadow", "visit", 7 * time.Minute, 0},
-		71:  {"shadow", "exception", 10*time.Minute + 40*time.Second, 0},
-		158: {"shadow", "timeout", 13*time.Minute + 10*time.Second, 0},
-	}[i]
-	return in, ok
+// boardIncident is what happens to a point's upstream on a simulated
+// board from from to until (since boardT0; until 0: to the end).
+type boardIncident struct {
+	kind        string // "surge": 15x the requests; "errors": 3x, every call a 500; "slow": 3x, every call 300ms
+	from, until time.Duration
 }
 
-func (b *syntheticBoard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := boardT0.Add(b.from + time.Duration(b.polls.Add(1)-1)*b.step)
-	body, err := json.Marshal(b.doc(now))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(body)
+// boardIncidents by point index. Those of the first 5 minutes end before
+// the healthy screenshot; some later ones end too, the others are under way
+// at the end (10 minutes). A point held at its threshold trips and recovers
+// about once a bucket, each an event: those incidents start late, or their
+// trips would push the older events out of the history.
+var boardIncidents = map[int]boardIncident{
+	12:  {"surge", 60 * time.Second, 80 * time.Second},
+	47:  {"errors", 2*time.Minute + 30*time.Second, 3 * time.Minute},
+	101: {"slow", 3*time.Minute + 30*time.Second, 4 * time.Minute},
+	150: {"surge", 4 * time.Minute, 4*time.Minute + 20*time.Second},
+	60:  {"surge", 6 * time.Minute, 6*time.Minute + 15*time.Second},
+	99:  {"errors", 7*time.Minute + 40*time.Second, 7*time.Minute + 55*time.Second},
+	3:   {"surge", 9*time.Minute + 15*time.Second, 0},
+	88:  {"slow", 9*time.Minute + 20*time.Second, 0},
+	120: {"errors", 9*time.Minute + 25*time.Second, 0},
+	27:  {"surge", 9*time.Minute + 30*time.Second, 0},
+	42:  {"surge", 9*time.Minute + 40*time.Second, 0},
+	9:   {"errors", 7*time.Minute + 30*time.Second, 0},
+	64:  {"slow", 8 * time.Minute, 0},
+	140: {"errors", 8*time.Minute + 40*time.Second, 0},
+	71:  {"errors", 7*time.Minute + 45*time.Second, 0},
 }
 
-// doc returns the board's /status document at now, in the shape of
-// /work/notes/status-shape.md.
-func (b *syntheticBoard) doc(now time.Time) obj {
-	var points, events []obj
-	for i := range b.n {
-		p, pointEvents := b.point(i, now)
-		points = append(points, p)
-		events = append(events, pointEvents...)
+// Points of a board in shadow mode, and those with a delay (3m, a probe
+// every 30s).
+var (
+	boardShadow = map[int]bool{5: true, 55: true, 105: true, 155: true, 150: true, 27: true, 71: true}
+	boardDelay  = map[int]bool{9: true, 64: true, 140: true, 71: true}
+)
+
+// boardRate is point i's requests per second outside incidents.
+func boardRate(i int) float64 {
+	if i%20 == 0 {
+		return 4
+	}
+	return []float64{0.3, 0.5, 0.5, 1, 1.5}[i%5]
+}
+
+// boardSettings are point i's strategies: a visit threshold 3x its usual
+// window, and a mix of the others.
+func boardSettings(i int, s *limiter.Settings) {
+	s.VisitThreshold = limiter.At(int64(math.Ceil(boardRate(i)*30)) + 10)
+	in, troubled := boardIncidents[i]
+	if i%3 == 0 || (troubled && in.kind == "errors") {
+		s.ExceptionThreshold = limiter.At(10)
+	}
+	if i%4 == 0 || (troubled && in.kind == "slow") {
+		s.TimeoutThreshold, s.TimeoutCountThreshold = 250*time.Millisecond, limiter.At(5)
+	}
+	if i%5 == 0 {
+		s.ConcurrentThreshold = limiter.At(64)
+	}
+	if i%6 == 0 {
+		s.ExceptionRateThreshold, s.ExceptionRateStart = limiter.At(50), 20
+	}
+	if i%7 == 0 {
+		tps := int64(math.Ceil(boardRate(i) * 3))
+		s.TokensPerSecond, s.TokenBucketSize = limiter.At(tps), limiter.At(2*tps)
+	}
+	s.Shadow = boardShadow[i]
+	if boardDelay[i] {
+		s.DelayTime, s.RetryInterval = 3*time.Minute, 30*time.Second
+	}
+}
+
+// simBoard is a real Handler of 200 points and its admin port, on a
+// simulated upstream and clock: each GET /status first runs the traffic of
+// the next step of simulated time, one second at a time (requests through
+// the Handler, then Tick, as Handler.Run does). The upstream
+// answers as the request's path asks ("/<point>/<status>/<latency ms>"),
+// moving the clock on by the latency so the Handler times it.
+type simBoard struct {
+	f    *adminFixture
+	mu   sync.Mutex
+	at   time.Duration // simulated so far, since boardT0
+	step time.Duration // run per poll of /status; 0 freezes the board
+	end  time.Duration // the board stops there
+}
+
+func newSimBoard(t *testing.T) *simBoard {
+	t.Helper()
+	var points []adminPoint
+	for i := range 200 {
+		points = append(points, adminPoint{name: boardName(i), path: "/" + boardName(i) + "/",
+			settings: func(s *limiter.Settings) { boardSettings(i, s) }})
+	}
+	// The admin fixture's wiring, on the simulated upstream.
+	f := &adminFixture{clock: &adminClock{t: boardT0}}
+	upstream, _ := url.Parse("http://upstream.invalid")
+	cfg := &proxy.Config{Upstream: upstream}
+	for _, ap := range points {
+		var s limiter.Settings
+		ap.settings(&s)
+		lim, err := limiter.NewPoint(ap.name, s)
+		if err != nil {
+			t.Fatalf("limiter.NewPoint(%q): %v", ap.name, err)
+		}
+		p := proxy.NewPoint(lim, proxy.PointOptions{})
+		cfg.Points = append(cfg.Points, p)
+		cfg.Routes = append(cfg.Routes, proxy.Route{Point: p, PathPrefix: ap.path})
+	}
+	reg := prometheus.NewRegistry()
+	f.metrics = proxy.NewMetrics(reg, func() []*proxy.Point { return f.h.Points() })
+	f.events = events.New(admin.MaxEvents, admin.MaxPointEvents)
+	f.h = proxy.New(cfg, proxy.Options{Logger: zap.NewNop(), Events: f.events, Metrics: f.metrics,
+		Transport: simUpstream{clock: f.clock}, Now: f.clock.Now})
+	f.status = admin.ReloadStatus{Path: "/etc/sds/sds.yaml", Hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+		LoadedAt: boardT0.Add(-time.Hour)}
+	f.admin = admin.New(admin.Options{Points: f.h, Gatherer: reg, Status: func() admin.ReloadStatus { return f.status },
+		Now: f.clock.Now, Events: f.events, Traffic: f.metrics.Traffic, Version: "v0.3.0"})
+	f.srv = httptest.NewServer(f.admin)
+	t.Cleanup(f.srv.Close)
+	return &simBoard{f: f}
+}
+
+// play makes each poll of /status run step more of the simulation, up to
+// end; a step of 0 runs it to end now and freezes it there.
+func (b *simBoard) play(t *testing.T, step, end time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.step, b.end = step, end
+	if step == 0 {
+		b.run(t, end)
+	}
+}
+
+// run simulates from where the board is to until (since boardT0).
+func (b *simBoard) run(t *testing.T, until time.Duration) {
+	for ; b.at < until; b.at += time.Second {
+		b.second(t, b.at)
+	}
+}
+
+// second sends the requests of the simulated second at s and ticks.
+func (b *simBoard) second(t *testing.T, s time.Duration) {
+	start := boardT0.Add(s)
+	sec := int(s / time.Second)
+	for i := range 200 {
+		rate := boardRate(i)
+		in, troubled := boardIncidents[i]
+		active := troubled && s >= in.from && (in.until == 0 || s < in.until)
+		switch {
+		case active && in.kind == "surge":
+			rate *= 15
+		case active:
+			rate *= 3 // clients retry what fails
+		}
+		n := int(math.Floor(float64(sec+1)*rate) - math.Floor(float64(sec)*rate))
+		for k := range n {
+			// Spread over the first 600ms, so that a call's latency keeps
+			// it in its second's bucket.
+			at := start.Add(time.Duration(k) * 600 * time.Millisecond / time.Duration(n))
+			h := uint32(i*7919+sec*104729+k*1299709) % 1000
+			status, latency := 200, 4+i%13*2+int(h%7)
+			switch {
+			case h < 4:
+				status = 500
+			case h > 985:
+				latency = 120 + int(h-985)*8
+			}
+			if active && in.kind == "errors" {
+				status = 500
+			}
+			if active && in.kind == "slow" {
+				latency = 300
+			}
+			b.f.clock.set(at)
+			b.f.send(t, fmt.Sprintf("/%s/%d/%d", boardName(i), status, latency))
+		}
+	}
+	// Handler.Run ticks every second; every other second is enough here
+	// (the traffic figures need two samples in 10s) and costs half. The
+	// tick and the polls of /status fall after the second's requests, in
+	// its bucket: what a point is doing, rather than the instant a bucket
+	// starts empty.
+	settled := start.Add(700 * time.Millisecond)
+	b.f.clock.set(settled)
+	if sec%2 == 1 {
+		b.f.h.Tick(settled)
 	}
 	for _, r := range []struct {
-		at   time.Duration
-		kind string
-		text string
+		at     time.Duration
+		kind   events.Kind
+		detail string
 	}{
-		{2 * time.Minute, "reload", "points added [geo.sync]; routes changed"},
-		{9*time.Minute + 30*time.Second, "reload_rejected", `sds.yaml:41:5: unknown key "visitThreshhold"`},
-		{10 * time.Minute, "reload", "orders.read: visitThreshold 100 -> 200"},
+		{90 * time.Second, events.Reload, "points added [geo.sync]; routes changed"},
+		{7*time.Minute + 10*time.Second, events.ReloadRejected, `sds.yaml:41:5: unknown key "visitThreshhold"`},
 	} {
-		if at := boardT0.Add(r.at); !at.After(now) {
-			events = append(events, obj{"at": at, "kind": r.kind, "detail": r.text})
+		if r.at == s {
+			b.f.events.Add(events.Event{At: start, Kind: r.kind, Detail: r.detail})
+			b.f.status.LastAttempt, b.f.status.LastOK = start, r.kind == events.Reload
+			b.f.status.LastError, b.f.status.LastChange = "", ""
+			if r.kind == events.Reload {
+				b.f.status.LoadedAt, b.f.status.LastChange = start, r.detail
+			} else {
+				b.f.status.LastError = r.detail
+			}
 		}
-	}
-	sort.SliceStable(events, func(i, j int) bool { return events[i]["at"].(time.Time).Before(events[j]["at"].(time.Time)) })
-	if points == nil {
-		points = []obj{}
-	}
-	if events == nil {
-		events = []obj{}
-	}
-	return obj{
-		"now":   now,
-		"build": obj{"version": "v0.3.0", "goVersion": "go1.26.8"},
-		"config": obj{"path": "/etc/sds/sds.yaml", "hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-			"loadedAt": boardT0.Add(10 * time.Minute), "lastReload": obj{"at": boardT0.Add(10 * time.Minute), "ok": true,
-				"change": "orders.read: visitThreshold 100 -> 200"}},
-		"events": events,
-		"points": points,
 	}
 }
 
-// point returns point i of the board at now and its events. Its figures
-// agree with each other as a real point's would: the strategies' counts
-// are the window's sums, and an incident's strategy is over its threshold.
-func (b *syntheticBoard) point(i int, now time.Time) (obj, []obj) {
-	rng := rand.New(rand.NewPCG(uint64(i), uint64(now.Unix())))
-	name := boardName(i)
-	in, troubled := b.incident(i)
-	tripAt := boardT0.Add(in.at)
-	active := troubled && !now.Before(tripAt) && (in.recoverAfter == 0 || now.Before(tripAt.Add(in.recoverAfter)))
-	shadow := i%50 == 5 || i%37 == 27 || (troubled && in.state == "shadow")
-	mode := "enforce"
-	if shadow {
-		mode = "shadow"
-	}
-	base := 2 + float64((i*7919)%97)/2
-	rate := base * (1 + 0.35*math.Sin(float64(now.Unix())/97+float64(i)))
-
-	// The window: ten 1s buckets. A visit incident's threshold is fixed;
-	// once the passed visits reach it, an enforced point degrades the rest.
-	visitLimit := int64(4 * base)
-	buckets := make([]obj, 10)
-	var visits, degraded, exceptions, timeouts int64
-	for j := range buckets {
-		v := int64(rate * (0.7 + 0.6*rng.Float64()))
-		var d, e, to int64
-		if rng.IntN(12) == 0 {
-			e = 1
+// handler serves the admin port, running a step of the simulation first
+// on each GET /status.
+func (b *simBoard) handler(t *testing.T) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if r.URL.Path == "/status" && b.step > 0 {
+			b.run(t, min(b.end, b.at+b.step))
 		}
-		if i%4 == 0 && rng.IntN(20) == 0 {
-			to = 1
-		}
-		if active {
-			late := j >= 5
-			switch {
-			case in.state == "delay":
-				d = v - min(v, 1) // all but the probe
-			case in.strategy == "exception" && late:
-				e = 5
-			case in.strategy == "timeout" && late && j >= 6:
-				to = 3
-			case in.strategy == "exception_rate" && late:
-				e = v * 2 / 3
-			}
-			if in.state == "open" && late {
-				d = v * 3 / 4
-			}
-			if in.state == "open" && in.strategy == "visit" {
-				d = v - max(0, min(v, visitLimit-(visits-degraded)))
-			}
-		}
-		buckets[j] = obj{"visits": v, "degraded": d, "exceptions": e, "timeouts": to}
-		visits, degraded, exceptions, timeouts = visits+v, degraded+d, exceptions+e, timeouts+to
-	}
-	passed := visits - degraded
-	inFlight := int64(rng.IntN(5))
-
-	thresholds := obj{"visitThreshold": int64(math.Ceil(base*20/100) * 100), "downgradeRate": 100}
-	if troubled && in.strategy == "visit" {
-		thresholds["visitThreshold"] = visitLimit
-	}
-	var strategies []obj
-	reading := func(strategy string, count, threshold int64) {
-		trips := count >= threshold
-		strategies = append(strategies, obj{"strategy": strategy, "count": count, "threshold": threshold, "trips": trips})
-	}
-	reading("visit", passed, thresholds["visitThreshold"].(int64))
-	tokens := int64(-1)
-	if i%7 == 0 || in.strategy == "token_bucket" {
-		thresholds["tokenBucketGeneratedTokensInSecond"], thresholds["tokenBucketSize"] = int64(50), int64(100)
-		tokens = 100 - int64(rate)
-		if active && in.strategy == "token_bucket" {
-			tokens = 0
-		}
-		reading("token_bucket", 100-tokens, 100)
-	}
-	if i%5 == 0 || in.strategy == "concurrent" {
-		thresholds["concurrentThreshold"] = int64(64)
-		if active && in.strategy == "concurrent" {
-			inFlight = 64
-		}
-		reading("concurrent", inFlight, 64)
-	}
-	if i%4 == 0 || in.strategy == "timeout" {
-		thresholds["timeoutThreshold"], thresholds["timeoutCountThreshold"] = "250ms", int64(10)
-		reading("timeout", timeouts, 10)
-	}
-	if i%3 == 0 || in.strategy == "exception" {
-		thresholds["exceptionThreshold"] = int64(20)
-		reading("exception", exceptions, 20)
-	}
-	if i%6 == 0 || in.strategy == "exception_rate" {
-		thresholds["exceptionRateThreshold"], thresholds["exceptionRateStart"] = int64(50), int64(20)
-		reading("exception_rate", exceptions*100/max(1, passed), 50)
-	}
-
-	p := obj{"name": name, "mode": mode, "state": "closed"}
-	var reason obj
-	for _, s := range strategies {
-		if s["strategy"] == in.strategy {
-			reason = s
-		}
-	}
-	var pointEvents []obj
-	event := func(at time.Time, kind, strategy, detail string) {
-		e := obj{"at": at, "kind": kind, "point": name, "detail": detail}
-		if strategy != "" {
-			e["strategy"] = strategy
-		}
-		if shadow {
-			e["shadow"] = true
-		}
-		pointEvents = append(pointEvents, e)
-	}
-	if troubled && !now.Before(tripAt) {
-		threshold := reason["threshold"].(int64)
-		event(tripAt, "trip", in.strategy, fmt.Sprintf("%s %d > %d", in.strategy, threshold+1, threshold))
-		p["lastTrip"] = obj{"strategy": in.strategy, "at": tripAt, "count": threshold + 1, "threshold": threshold,
-			"window": obj{"visits": visits, "degraded": 0, "exceptions": exceptions, "timeouts": timeouts}, "inFlight": inFlight}
-		if in.state == "delay" {
-			event(tripAt, "delay_start", in.strategy, "delay 5m0s")
-			for at := tripAt.Add(time.Minute); !at.After(now); at = at.Add(time.Minute) {
-				event(at, "probe", in.strategy, "a request let through")
-				event(at.Add(300*time.Millisecond), "probe_failed", in.strategy, "probe answered 503")
-			}
-		}
-		if !active {
-			event(tripAt.Add(in.recoverAfter), "recover", "", "window slid past the trip")
-		}
-	}
-	if active {
-		switch in.state {
-		case "delay":
-			thresholds["delayTime"], thresholds["retryInterval"] = "5m0s", "1m0s"
-			probes := now.Sub(tripAt)/time.Minute + 1
-			p["state"] = "delay"
-			p["delay"] = obj{"strategy": in.strategy, "until": tripAt.Add(5 * time.Minute),
-				"nextProbe": tripAt.Add(probes * time.Minute), "probing": false}
-		default:
-			p["state"] = in.state
-			p["reason"] = obj{"strategy": in.strategy, "count": reason["count"], "threshold": reason["threshold"]}
-		}
-	}
-
-	errPct := 100 * float64(exceptions) / max(1, float64(passed))
-	traffic := obj{"seconds": 10, "requestsPerSecond": math.Round(rate*10) / 10, "degradedPerSecond": float64(degraded) / 10,
-		"shadowDegradedPerSecond": 0.0, "errorPercent": math.Round(errPct*10) / 10,
-		"p50": 0.004 + float64(i%13)/1000, "p99": 0.05 + float64(i%29)/100}
-	if p["state"] == "shadow" {
-		traffic["shadowDegradedPerSecond"] = math.Round(rate*2.5) / 10
-	}
-	p["strategies"] = strategies
-	p["window"] = obj{"visits": visits, "degraded": degraded, "exceptions": exceptions, "timeouts": timeouts, "inFlight": inFlight}
-	if tokens >= 0 {
-		p["tokens"] = tokens
-	}
-	p["traffic"] = traffic
-	p["thresholds"] = thresholds
-	p["series"] = obj{"bucketSeconds": 1, "buckets": buckets}
-	if pointEvents == nil {
-		pointEvents = []obj{}
-	}
-	p["events"] = pointEvents
-	return p, pointEvents
+		b.f.admin.ServeHTTP(w, r)
+	})
 }
 
-// serveBoard serves the dashboard page from a real admin port and /status
-// from board.
-func serveBoard(t *testing.T, board http.Handler) *httptest.Server {
-	t.Helper()
-	f := newAdminFixture(t)
-	mux := http.NewServeMux()
-	mux.Handle("GET /status", board)
-	mux.Handle("/", f.admin)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv
+// simUpstream answers "/<point>/<status>/<latency ms>" with that status,
+// moving the fixture's clock on by the latency.
+type simUpstream struct{ clock *adminClock }
+
+func (u simUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
+	parts := strings.Split(r.URL.Path, "/")
+	status, _ := strconv.Atoi(parts[len(parts)-2])
+	latency, _ := strconv.Atoi(parts[len(parts)-1])
+	u.clock.set(u.clock.Now().Add(time.Duration(latency) * time.Millisecond))
+	return &http.Response{
+		Status: http.StatusText(status), StatusCode: status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"text/plain"}}, Body: io.NopCloser(strings.NewReader("upstream")),
+		ContentLength: 8, Request: r,
+	}, nil
 }
 
-// TestDashboardScreenshots renders a healthy and a tripped board of 200
-// points, 15 minutes into their history, and saves them as PNGs: into the
-// test's temporary folder, or into docs/ (the README's pictures) with
+func (c *adminClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+
+// TestDashboardBoard renders a board of 200 points on a real Handler, 10
+// simulated minutes of traffic, trips, delays, probes and reloads: it saves
+// screenshots of it healthy (at 5 minutes) and tripped (at 10), and reads
+// the filter and sort from the DOM. The screenshots go to the test's
+// temporary folder, or to docs/ (the README's pictures) with
 // SDS_UPDATE_SCREENSHOTS=1.
-func TestDashboardScreenshots(t *testing.T) {
+func TestDashboardBoard(t *testing.T) {
 	needChromium(t)
 	dir := t.TempDir()
 	if os.Getenv("SDS_UPDATE_SCREENSHOTS") == "1" {
 		dir = filepath.Join("..", "..", "docs")
 	}
+	b := newSimBoard(t)
+	srv := httptest.NewServer(b.handler(t))
+	t.Cleanup(srv.Close)
+
+	// Each page load polls about 30 times: the page keeps what it polled
+	// as its 15-minute history.
+	b.play(t, 10*time.Second, 5*time.Minute)
+	screenshot(t, 30*time.Second, srv.URL+"/", dir, "dashboard-healthy.png")
+	b.play(t, 10*time.Second, 10*time.Minute)
+	screenshot(t, 30*time.Second, srv.URL+"/#sort=severity", dir, "dashboard-tripped.png")
+	b.play(t, 0, 10*time.Minute)
+
+	b.mu.Lock()
+	_, body := b.f.get(t, http.MethodGet, "/status")
+	b.mu.Unlock()
+	var doc struct {
+		Points []struct{ Name, State string }
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("GET /status: %v", err)
+	}
+	var all []string
+	stateOf := make(map[string]string)
+	for _, p := range doc.Points {
+		all = append(all, p.Name)
+		stateOf[p.Name] = p.State
+	}
+	inState := func(states ...string) []string {
+		var names []string
+		for _, state := range states {
+			for _, n := range all {
+				if stateOf[n] == state {
+					names = append(names, n)
+				}
+			}
+		}
+		return names
+	}
+	ordersByName := func() []string {
+		var names []string
+		for _, n := range all {
+			if strings.HasPrefix(n, "orders.") {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		return names
+	}()
+	if got := len(inState("open", "delay", "shadow")); got < 6 {
+		t.Fatalf("board at 10 minutes: got %d points not closed, want several to sort", got)
+	}
 	for _, tc := range []struct {
-		name    string
-		tripped bool
-		view    string
+		view string
+		want []string
 	}{
-		{"dashboard-healthy.png", false, ""},
-		{"dashboard-tripped.png", true, "#sort=severity"},
+		{"", all},
+		{"#q=ORDERS.&sort=name", ordersByName},
+		{"#state=trouble&sort=severity", inState("open", "delay", "shadow")},
+		{"#state=shadow", inState("shadow")},
 	} {
-		board := &syntheticBoard{n: 200, tripped: tc.tripped, step: 30 * time.Second}
-		srv := serveBoard(t, board)
-		file := screenshot(t, 30*time.Second, srv.URL+"/"+tc.view, dir, tc.name)
-		t.Logf("%s after %d polls", file, board.polls.Load())
+		t.Run("view "+tc.view, func(t *testing.T) {
+			dom := dumpDOM(t, srv.URL+"/"+tc.view)
+			shown, hidden := cardOrder(dom)
+			if !slices.Equal(shown, tc.want) {
+				t.Errorf("view %q: got cards shown in order\n%q\nwant\n%q", tc.view, shown, tc.want)
+			}
+			if len(shown)+len(hidden) != 200 {
+				t.Errorf("view %q: got %d cards shown and %d hidden, want 200 in all", tc.view, len(shown), len(hidden))
+			}
+			summary := "200 points"
+			if len(tc.want) != 200 {
+				summary = fmt.Sprintf("showing %d of 200", len(tc.want))
+			}
+			if want := `<span id="shown" class="muted">` + summary + `</span>`; !strings.Contains(dom, want) {
+				t.Errorf("view %q: DOM lacks %q", tc.view, want)
+			}
+		})
 	}
 }
