@@ -45,6 +45,9 @@ type router struct {
 	// names no path, host or method (a catch-all); noRoute when none.
 	byMethod  map[string]int32
 	anyMethod int32
+	// hostNamed: some route names a host, so a request's host is folded
+	// to be looked up.
+	hostNamed bool
 }
 
 // noRoute is the index of no route: above every real one, so that the
@@ -96,6 +99,7 @@ func newRouter(routes []Route) *router {
 		if r.Host != "" {
 			name, port := splitHost(r.Host)
 			rt.hosts[i] = routeHost{set: true, name: name, port: port}
+			rt.hostNamed = true
 		}
 		switch {
 		case r.Path != "":
@@ -167,25 +171,14 @@ func (n *prefixNode) add(prefix string) *routeSet {
 	return *set
 }
 
-// request is what a router reads of one request: the target, and its
-// host folded into a key of routeSet.named.
-type request struct {
-	target
-	// key holds the folded host when it differs from target.host; keyLen
-	// is its length, or -1 when the host has no key (no route's key can
-	// equal it) and 0 when target.host is its own key.
-	key    [maxHostKey]byte
-	keyLen int
-}
-
 // route returns the point of the first route that matches r, whose escaped
 // path in normal form is path (requestPath), or nil. It allocates nothing.
 func (rt *router) route(r *http.Request, path string) *Point {
 	if len(rt.routes) == 0 {
 		return nil
 	}
-	q := request{target: newTarget(r, path)}
-	if i := rt.match(&q); i >= 0 {
+	t := newTarget(r, path)
+	if i := rt.match(&t); i >= 0 {
 		return rt.routes[i].Point
 	}
 	return nil
@@ -204,77 +197,94 @@ func newTarget(r *http.Request, path string) target {
 	return t
 }
 
-// match returns the index of the first route that matches q, or -1.
-func (rt *router) match(q *request) int {
-	q.keyLen = 0
-	if !isFolded(q.host) {
-		n, ok := foldHost(&q.key, q.host)
-		q.keyLen = n
-		if !ok {
-			q.keyLen = -1
+// hostKey is what a request's host is looked up by in routeSet.named.
+type hostKey struct {
+	// folded is the host's fold (foldHost) when it is not the host
+	// itself; nil when it is.
+	folded []byte
+	// none: the host's fold is longer than maxHostKey, so no route is
+	// filed under it.
+	none bool
+}
+
+// match returns the index of the first route that matches t, or -1.
+func (rt *router) match(t *target) int {
+	if rt.hostNamed && !isFolded(t.host) {
+		return rt.matchFolding(t)
+	}
+	return rt.matchKey(t, hostKey{})
+}
+
+// matchFolding is match for a host that needs folding, on a stack buffer.
+func (rt *router) matchFolding(t *target) int {
+	var buf [maxHostKey]byte
+	n, ok := foldHost(&buf, t.host)
+	return rt.matchKey(t, hostKey{folded: buf[:n], none: !ok})
+}
+
+// matchKey is match once the host's key is known.
+func (rt *router) matchKey(t *target, key hostKey) int {
+	best := rt.anyMethod
+	if len(rt.byMethod) > 0 {
+		if i, ok := rt.byMethod[t.method]; ok {
+			best = min(best, i)
 		}
 	}
-	best := rt.anyMethod
-	if i, ok := rt.byMethod[q.method]; ok {
-		best = min(best, i)
+	best = rt.first(&rt.byHost, best, t, key)
+	if len(t.path) <= rt.maxExact {
+		best = rt.first(rt.exact[t.path], best, t, key)
 	}
-	best = rt.first(&rt.byHost, best, q)
-	if len(q.path) <= rt.maxExact {
-		best = rt.first(rt.exact[q.path], best, q)
-	}
-	best = rt.firstPrefix(best, q)
+	best = rt.firstPrefix(best, t, key)
 	if best == noRoute {
 		return -1
 	}
 	return int(best)
 }
 
-// firstPrefix walks the prefix trie along q's path and returns the index of
-// the first route filed on the way that matches q, if below best, else best.
-func (rt *router) firstPrefix(best int32, q *request) int32 {
-	n, rest := &rt.prefixes, q.path
+// firstPrefix walks the prefix trie along t's path and returns the index of
+// the first route filed on the way that matches t, if below best, else best.
+func (rt *router) firstPrefix(best int32, t *target, key hostKey) int32 {
+	n, rest := &rt.prefixes, t.path
 	for n.children != nil {
 		seg, after, more := strings.Cut(rest, "/")
 		if n = n.children[seg]; n == nil {
 			break
 		}
-		best = rt.first(n.whole, best, q)
+		best = rt.first(n.whole, best, t, key)
 		if !more {
 			break
 		}
-		best = rt.first(n.open, best, q)
+		best = rt.first(n.open, best, t, key)
 		rest = after
 	}
 	return best
 }
 
-// first returns the index of the first route of s that matches q, if below
+// first returns the index of the first route of s that matches t, if below
 // best, else best. s may be nil.
-func (rt *router) first(s *routeSet, best int32, q *request) int32 {
+func (rt *router) first(s *routeSet, best int32, t *target, key hostKey) int32 {
 	if s == nil {
 		return best
 	}
-	best = rt.firstOf(s.anyHost, best, q)
-	if s.named == nil {
-		return best
-	}
+	best = rt.firstOf(s.anyHost, best, t)
 	switch {
-	case q.keyLen == 0:
-		best = rt.firstOf(s.named[q.host], best, q)
-	case q.keyLen > 0:
-		best = rt.firstOf(s.named[string(q.key[:q.keyLen])], best, q)
+	case s.named == nil || key.none:
+	case key.folded == nil:
+		best = rt.firstOf(s.named[t.host], best, t)
+	default:
+		best = rt.firstOf(s.named[string(key.folded)], best, t)
 	}
 	return best
 }
 
 // firstOf returns the first index of list, which is in ascending order,
-// whose route matches q, if below best, else best.
-func (rt *router) firstOf(list []int32, best int32, q *request) int32 {
+// whose route matches t, if below best, else best.
+func (rt *router) firstOf(list []int32, best int32, t *target) int32 {
 	for _, i := range list {
 		if i >= best {
 			break
 		}
-		if rt.routes[i].matchesHost(rt.hosts[i], &q.target) {
+		if rt.routes[i].matchesHost(rt.hosts[i], t) {
 			return i
 		}
 	}

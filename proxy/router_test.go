@@ -51,8 +51,8 @@ func linearMatches(rt *Route, t *target) bool {
 
 // compiledRoute is the router's answer as an index, for comparison.
 func compiledRoute(rt *router, r *http.Request, path string) int {
-	q := request{target: newTarget(r, path)}
-	return rt.match(&q)
+	t := newTarget(r, path)
+	return rt.match(&t)
 }
 
 // Pools the fuzzer's route tables draw from, besides pieces of the request
