@@ -55,7 +55,7 @@ const (
 // event): a trip with the figures of v, the request's verdict.
 func (h *Handler) pointEvents(p *Point, v limiter.Verdict, ev limiter.Events, now time.Time, cause eventCause) {
 	if v.Probe && cause == byRequest {
-		h.record(events.Event{At: now, Kind: events.Probe, Point: p.name, Strategy: v.Strategy.String()})
+		h.record(events.Event{At: now, Kind: events.Probe, Point: p.name, Strategy: v.Strategy.String(), Shadow: p.lim.Settings().Shadow})
 	}
 	if ev == 0 {
 		return
@@ -109,7 +109,8 @@ func (h *Handler) probeEnded(c *call, end time.Time) {
 	if timedOut {
 		detail = "timeout"
 	}
-	h.record(events.Event{At: end, Kind: events.ProbeFailed, Point: c.point.name, Strategy: c.verdict.Strategy.String(), Detail: detail})
+	h.record(events.Event{At: end, Kind: events.ProbeFailed, Point: c.point.name, Strategy: c.verdict.Strategy.String(),
+		Shadow: c.point.lim.Settings().Shadow, Detail: detail})
 }
 
 // tripDetail is a trip's figures: "visit 21 > 20", "exception 5 >= 5".
