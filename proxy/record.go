@@ -32,11 +32,15 @@ func (h *Handler) Run(ctx context.Context) {
 }
 
 // Tick brings every point in force up to now (limiter.Point.Settle), logs
-// and records what that changed, and samples the traffic figures
-// (Metrics.Sample). It does not change what any request gets.
+// and records what that changed, adds the recoveries the history held back
+// (events.FlapHold), and samples the traffic figures (Metrics.Sample). It
+// does not change what any request gets.
 func (h *Handler) Tick(now time.Time) {
 	for _, p := range h.Points() {
 		h.pointEvents(p, limiter.Verdict{}, p.lim.Settle(now), now, bySettle)
+	}
+	if h.opts.Events != nil {
+		h.opts.Events.Flush(now)
 	}
 	h.opts.Metrics.Sample(now)
 }

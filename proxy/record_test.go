@@ -112,6 +112,7 @@ func TestEventHistory(t *testing.T) {
 	}
 	h.Tick(t0.Add(20*time.Second + 999*time.Millisecond))
 	h.Tick(t0.Add(21 * time.Second))
+	h.Tick(t0.Add(23 * time.Second)) // the history held the recovery for events.FlapHold
 	var kinds []events.Kind
 	for _, e := range history.PointSince("q", time.Time{}) {
 		kinds = append(kinds, e.Kind)

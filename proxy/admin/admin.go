@@ -162,7 +162,12 @@ const (
 //	 "point": "orders.read",   // omitted for reloads
 //	 "strategy": "visit",      // trip, delay_start, probe, probe_failed
 //	 "shadow": true,           // omitted when false: an event of a shadow point, nothing was degraded
-//	 "detail": "visit 21 > 20"}
+//	 "detail": "visit 21 > 20",
+//	 "repeats": n, "last": time}  // a trip: how often a flapping point tripped again within 2s of
+//	                              // recovering, and when last (events.FlapHold); omitted when 0
+//
+// A point's recovery enters the history 2s after it happened, unless the
+// point trips again meanwhile.
 func New(opts Options) http.Handler {
 	a := &server{opts: opts}
 	if a.opts.Now == nil {
@@ -263,6 +268,8 @@ type (
 		Strategy string    `json:"strategy,omitempty"`
 		Shadow   bool      `json:"shadow,omitempty"`
 		Detail   string    `json:"detail,omitempty"`
+		Repeats  int       `json:"repeats,omitempty"`
+		Last     time.Time `json:"last,omitzero"`
 	}
 	configDoc struct {
 		Path       string      `json:"path"`
@@ -436,7 +443,8 @@ func statusEvents(evs []events.Event, max int) []eventJSON {
 	evs = evs[len(evs)-min(len(evs), max):]
 	out := make([]eventJSON, len(evs))
 	for i, e := range evs {
-		out[i] = eventJSON{At: statusTime(e.At), Kind: string(e.Kind), Point: e.Point, Strategy: e.Strategy, Shadow: e.Shadow, Detail: e.Detail}
+		out[i] = eventJSON{At: statusTime(e.At), Kind: string(e.Kind), Point: e.Point, Strategy: e.Strategy, Shadow: e.Shadow,
+			Detail: e.Detail, Repeats: e.Repeats, Last: statusTime(e.Last)}
 	}
 	return out
 }

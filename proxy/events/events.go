@@ -48,34 +48,63 @@ type Event struct {
 	// Detail is a short human text: a trip's figures, what a reload
 	// changed, why a reload was rejected.
 	Detail string
+	// Repeats counts the times a flapping point tripped again within
+	// FlapHold of recovering, folded into this trip (0: none); Last is
+	// when it last did.
+	Repeats int
+	Last    time.Time
 }
+
+// FlapHold is how long a point's recovery is held back before it enters
+// the history. A trip of the same point with the same strategy within it
+// (a point that flaps at its threshold, tripping and recovering bucket
+// after bucket) folds into the trip before it as a repeat, instead of
+// adding a recovery and a trip each time: a few flapping points would
+// otherwise push everything else out of the history in a minute.
+const FlapHold = 2 * time.Second
 
 // Log is a bounded history: the last Global events of every kind, and
 // for each point its last PerPoint events, so that a noisy point cannot
-// push a quiet one's trip out. The zero Log is not usable; use New. A Log
-// is safe for concurrent use.
+// push a quiet one's trip out. Recoveries are held back for FlapHold. The
+// zero Log is not usable; use New. A Log is safe for concurrent use.
 type Log struct {
 	mu       sync.Mutex
 	global   ring
-	points   map[string]*ring
+	points   map[string]*pointLog
 	perPoint int
 }
 
+// pointLog is one point's history, and its recovery held back, if any.
+type pointLog struct {
+	ring
+	held *Event // a Recover not yet in the history (FlapHold)
+}
+
 // ring holds the last len(buf) events; next is where the next one goes.
+// The global ring and a point's hold the same *Event, so that folding a
+// repeat into a trip shows in both.
 type ring struct {
-	buf  []Event
+	buf  []*Event
 	next int
 	full bool
 }
 
-func newRing(n int) *ring { return &ring{buf: make([]Event, n)} }
+func newRing(n int) ring { return ring{buf: make([]*Event, n)} }
 
-func (r *ring) add(e Event) {
+func (r *ring) add(e *Event) {
 	r.buf[r.next] = e
 	r.next++
 	if r.next == len(r.buf) {
 		r.next, r.full = 0, true
 	}
+}
+
+// last returns the newest event, or nil.
+func (r *ring) last() *Event {
+	if !r.full && r.next == 0 {
+		return nil
+	}
+	return r.buf[(r.next+len(r.buf)-1)%len(r.buf)]
 }
 
 // since appends to out the events at or after t, oldest first.
@@ -90,8 +119,8 @@ func (r *ring) since(out []Event, t time.Time) []Event {
 	}
 	for i := range n {
 		e := r.buf[(start+i)%len(r.buf)]
-		if !e.At.Before(t) {
-			out = append(out, e)
+		if !e.At.Before(t) || e.Last.After(t) {
+			out = append(out, *e)
 		}
 	}
 	return out
@@ -100,43 +129,79 @@ func (r *ring) since(out []Event, t time.Time) []Event {
 // New returns a Log that keeps the last global events overall and the
 // last perPoint events of each point; both must be at least 1.
 func New(global, perPoint int) *Log {
-	return &Log{global: *newRing(global), points: make(map[string]*ring), perPoint: perPoint}
+	return &Log{global: newRing(global), points: make(map[string]*pointLog), perPoint: perPoint}
 }
 
-// Add records e. It is cheap (one lock, no allocation but a point's first
-// event) and meant for state changes, never for every request.
+// Add records e, which happened after every event already added. It is
+// cheap (one lock, one allocation) and meant for state changes, never for
+// every request. A point's Recover is held back for FlapHold (Flush adds
+// it): a Trip of the point with the same strategy within FlapHold of it
+// drops it and counts as a repeat of the trip before.
 func (l *Log) Add(e Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.global.add(e)
 	if e.Point == "" {
+		l.global.add(&e)
 		return
 	}
-	r := l.points[e.Point]
-	if r == nil {
-		r = newRing(l.perPoint)
-		l.points[e.Point] = r
+	pl := l.points[e.Point]
+	if pl == nil {
+		pl = &pointLog{ring: newRing(l.perPoint)}
+		l.points[e.Point] = pl
 	}
-	r.add(e)
+	if held := pl.held; held != nil {
+		pl.held = nil
+		if trip := pl.last(); e.Kind == Trip && trip != nil && trip.Kind == Trip &&
+			trip.Strategy == e.Strategy && trip.Shadow == e.Shadow && e.At.Sub(held.At) < FlapHold {
+			trip.Repeats++
+			trip.Last = e.At
+			return
+		}
+		l.add(pl, held)
+	}
+	if e.Kind == Recover {
+		pl.held = &e
+		return
+	}
+	l.add(pl, &e)
 }
 
-// Since returns the events at or after t, oldest first: every kind, every
-// point.
+func (l *Log) add(pl *pointLog, e *Event) {
+	l.global.add(e)
+	pl.add(e)
+}
+
+// Flush adds the recoveries held back for FlapHold or longer at now. Call
+// it about once a second.
+func (l *Log) Flush(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, pl := range l.points {
+		if pl.held != nil && now.Sub(pl.held.At) >= FlapHold {
+			l.add(pl, pl.held)
+			pl.held = nil
+		}
+	}
+}
+
+// Since returns the events at or after t (or repeated after it), oldest
+// first: every kind, every point.
 func (l *Log) Since(t time.Time) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.global.since(nil, t)
 }
 
-// PointSince returns point's events at or after t, oldest first.
+// PointSince returns point's events at or after t (or repeated after it),
+// oldest first.
 func (l *Log) PointSince(point string, t time.Time) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.points[point]
-	if r == nil {
+	pl := l.points[point]
+	if pl == nil {
 		return nil
 	}
-	return r.since(nil, t)
+	return pl.since(nil, t)
 }
 
 // Keep forgets the per-point history of every point not in names (points

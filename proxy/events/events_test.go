@@ -46,3 +46,38 @@ func TestLogBounds(t *testing.T) {
 		t.Errorf("quiet after Keep = %v, want forgotten", got)
 	}
 }
+
+// TestLogFlapping shows a point that trips and recovers bucket after
+// bucket folded into one trip with repeats, and a recovery that holds
+// entering the history once FlapHold has passed.
+func TestLogFlapping(t *testing.T) {
+	l := New(10, 10)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	l.Add(Event{At: at(0), Kind: Trip, Point: "p", Strategy: "visit"})
+	for i := 1; i <= 5; i++ {
+		l.Add(Event{At: at(time.Duration(i) * time.Second), Kind: Recover, Point: "p"})
+		l.Add(Event{At: at(time.Duration(i)*time.Second + 100*time.Millisecond), Kind: Trip, Point: "p", Strategy: "visit"})
+	}
+	l.Add(Event{At: at(6 * time.Second), Kind: Recover, Point: "p", Detail: "a request passed"})
+	l.Flush(at(8*time.Second - 1))
+	if got := l.Since(time.Time{}); len(got) != 1 || got[0].Repeats != 5 || !got[0].Last.Equal(at(5*time.Second+100*time.Millisecond)) {
+		t.Fatalf("after flapping: %+v, want one trip with 5 repeats, the last at +5.1s", got)
+	}
+	// A trip 15 minutes old still shows while it repeated since.
+	if got := l.Since(at(5 * time.Second)); len(got) != 1 {
+		t.Errorf("since +5s: %+v, want the trip that repeated at +5.1s", got)
+	}
+	l.Flush(at(8 * time.Second))
+	if got := kinds(l.PointSince("p", time.Time{})); !slices.Equal(got, []string{"p:trip", "p:recover"}) {
+		t.Errorf("after the hold: %v, want trip then recover", got)
+	}
+	// A trip by another strategy, or after the hold, is an event of its own.
+	l.Add(Event{At: at(20 * time.Second), Kind: Trip, Point: "p", Strategy: "visit"})
+	l.Add(Event{At: at(21 * time.Second), Kind: Recover, Point: "p"})
+	l.Add(Event{At: at(21*time.Second + 1), Kind: Trip, Point: "p", Strategy: "exception"})
+	l.Add(Event{At: at(22 * time.Second), Kind: Reload})
+	want := []string{"p:trip", "p:recover", "p:trip", "p:recover", "p:trip", ":reload"}
+	if got := kinds(l.Since(time.Time{})); !slices.Equal(got, want) {
+		t.Errorf("global: %v, want %v", got, want)
+	}
+}
