@@ -592,6 +592,9 @@ func (c *adminClock) set(t time.Time) {
 // the filter and sort from the DOM. The screenshots go to the test's
 // temporary folder, or to docs/ (the README's pictures) with
 // SDS_UPDATE_SCREENSHOTS=1.
+// flapping matches a folded trip in the event list.
+var flapping = regexp.MustCompile(`\(flapping: \d+ trips, last \d\d:\d\d:\d\d\)`)
+
 func TestDashboardBoard(t *testing.T) {
 	needChromium(t)
 	dir := t.TempDir()
@@ -673,6 +676,10 @@ func TestDashboardBoard(t *testing.T) {
 			}
 			if want := `<span id="shown" class="muted">` + summary + `</span>`; !strings.Contains(dom, want) {
 				t.Errorf("view %q: DOM lacks %q", tc.view, want)
+			}
+			// The board's flapping points fold their trips (events.FlapHold).
+			if !flapping.MatchString(dom) {
+				t.Errorf("view %q: no flapping trip in the event list", tc.view)
 			}
 		})
 	}
