@@ -11,10 +11,10 @@ import (
 // router is a Config's routes compiled once, when the Config is swapped
 // in, so that routing a request costs about the same with 10,000 routes
 // as with one. It answers exactly what trying the routes in order would
-// (Route.matches, first match wins): each route is filed under the most
-// selective key it has, a request looks up the few sets its own path,
-// host and method can fall under, checks the routes of each set in config
-// order with Route.matches, and takes the lowest index found.
+// (first match wins): each route is filed under the most selective key it
+// has, a request looks up the few sets its own path, host and method can
+// fall under, checks the routes of each set in config order with every
+// rule of Route (Route.matchesHost), and takes the lowest index found.
 //
 //   - A route with a Path is filed under that path (exact).
 //   - Else one with a PathPrefix is filed in a trie of path segments, at
@@ -28,7 +28,7 @@ import (
 // its path (one map lookup per segment, while the trie follows it) and
 // with the routes that share both its path key and its host, never with
 // the length of the table. A router is immutable and safe for concurrent
-// use; the zero value routes nothing.
+// use.
 type router struct {
 	routes []Route
 	hosts  []routeHost // routes[i]'s host, split once
