@@ -246,16 +246,21 @@ func (rt *router) matchKey(t *target, key hostKey) int {
 func (rt *router) firstPrefix(best int32, t *target, key hostKey) int32 {
 	n, rest := &rt.prefixes, t.path
 	for n.children != nil {
-		seg, after, more := strings.Cut(rest, "/")
-		if n = n.children[seg]; n == nil {
+		// A byte loop, not strings.Cut: segments are short, and
+		// IndexByte's setup costs more than scanning one.
+		end := 0
+		for end < len(rest) && rest[end] != '/' {
+			end++
+		}
+		if n = n.children[rest[:end]]; n == nil {
 			break
 		}
 		best = rt.first(n.whole, best, t, key)
-		if !more {
+		if end == len(rest) {
 			break
 		}
 		best = rt.first(n.open, best, t, key)
-		rest = after
+		rest = rest[end+1:]
 	}
 	return best
 }
