@@ -107,3 +107,22 @@ func BenchmarkParseLarge(b *testing.B) {
 		}
 	}
 }
+
+// TestPointNamesListed: a route without a point lists the points it may
+// name, all of them up to maxNamesListed, then how many more there are.
+func TestPointNamesListed(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		points int
+		want   string
+	}{
+		{maxNamesListed, "add point: and name one of: p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17, p18, p19\n"},
+		{maxNamesListed + 1, "add point: and name one of: p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16, p17, p18, p19 and 1 more\n"},
+	} {
+		data := string(largeConfig(tt.points, tt.points, "")) + "- {match: {path: /x}}\n"
+		_, err := Parse("sds.yaml", []byte(data), Options{})
+		if err == nil || !strings.Contains(err.Error()+"\n", tt.want) {
+			t.Errorf("%d points: got %v, want a message ending %q", tt.points, err, tt.want)
+		}
+	}
+}
