@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,11 +18,12 @@ import (
 //	                                  headers
 //
 // Time it stops is given to the limiter with Call.Exclude, so the call's
-// Duration is the upstream time. One timer per call fires at the next
-// pending alarm in upstream time: the timeout threshold (the timeout is
-// counted in flight) and the point's UpstreamTimeout (the call is cut). A
-// timer that fires while the clock is stopped is re-armed when it runs
-// again, for what remains.
+// Duration is the upstream time. A call has two alarms in upstream time:
+// the timeout threshold (the timeout is counted in flight) and the point's
+// UpstreamTimeout (the call is cut). The next pending one is due at an
+// instant while the clock runs, none while it stands still; the Handler's
+// alarms (alarms.go) fire it within AlarmTick, and a clock that runs again
+// is due again for what remains.
 
 // clockPhase is where a call stands on its way through the upstream.
 type clockPhase uint8
@@ -41,25 +43,31 @@ type upstreamClock struct {
 	phase    clockPhase
 	stopped  bool
 	since    time.Time     // when the clock stopped; meaningful while stopped
-	timer    *time.Timer   // nil without alarms
-	armed    bool          // the timer is pending
+	listed   bool          // the call is in the Handler's alarms
 	timeout  time.Duration // upstream time at which to count the timeout; 0: none pending
 	deadline time.Duration // upstream time at which to cut the call; 0: none pending
 	took     time.Duration // the upstream time, once phaseEnded
+	// due is when the next pending alarm is due, in Unix nanoseconds on
+	// the Handler's clock; 0 while none is (none left, or the clock
+	// stands still). Written under mu, read by the alarms' sweeper.
+	due atomic.Int64
 }
 
 // startClock arms c's alarms, in upstream time: the point's timeout
 // threshold and UpstreamTimeout (0 for either means none). It runs before
 // the upstream call, on the request's goroutine.
 func (c *call) startClock(threshold, deadline time.Duration) {
+	if threshold <= 0 && deadline <= 0 {
+		return
+	}
 	k := &c.clock
-	k.mu.Lock() // the timer may fire before AfterFunc returns
+	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.timeout, k.deadline = threshold, deadline
-	if next := k.next(0); next > 0 {
-		k.timer = time.AfterFunc(next, c.alarm)
-		k.armed = true
-	}
+	now := c.h.now()
+	k.arm(now, c.lim.Duration(now))
+	k.listed = true
+	c.h.alarms.add(c)
 }
 
 // next returns how long after spent the next pending alarm is due, or 0
@@ -74,15 +82,15 @@ func (k *upstreamClock) next(spent time.Duration) time.Duration {
 	return next
 }
 
-// alarm runs on the timer's goroutine: it counts the timeout and cuts the
-// call when their upstream time has come, and re-arms for the rest.
+// alarm runs on the alarms' sweeper once the next alarm is due: it counts
+// the timeout and cuts the call when their upstream time has come, and
+// arms the rest.
 func (c *call) alarm() {
 	now := c.h.now()
 	k := &c.clock
 	k.mu.Lock()
-	k.armed = false
 	if k.phase == phaseEnded || k.stopped {
-		k.mu.Unlock() // a stopped clock re-arms when it runs again
+		k.mu.Unlock() // a stopped clock arms again when it runs again
 		return
 	}
 	spent := c.lim.Duration(now)
@@ -94,7 +102,7 @@ func (c *call) alarm() {
 	if cut {
 		k.deadline = 0
 	}
-	k.arm(spent)
+	k.arm(now, spent)
 	counted := timedOut && c.lim.Timeout(now)
 	k.mu.Unlock()
 	if counted {
@@ -105,24 +113,23 @@ func (c *call) alarm() {
 	}
 }
 
-// arm sets the timer for the next pending alarm after spent. Call with
-// k.mu held.
-func (k *upstreamClock) arm(spent time.Duration) {
-	if next := k.next(spent); next > 0 && k.timer != nil {
-		k.timer.Reset(next)
-		k.armed = true
-	}
+// arm makes the next pending alarm due at its instant, the clock running
+// from now with spent upstream time. Call with k.mu held.
+func (k *upstreamClock) arm(now time.Time, spent time.Duration) {
+	k.due.Store(alarmAt(now, k.next(spent)))
 }
 
-// stop stops the clock at now, if it runs. Call with k.mu held.
+// stop stops the clock at now, if it runs: no alarm is due while it
+// stands still. Call with k.mu held.
 func (k *upstreamClock) stop(now time.Time) {
 	if !k.stopped {
 		k.stopped, k.since = true, now
+		k.due.Store(0)
 	}
 }
 
 // run starts the clock again at now, handing the time it stood still to
-// the limiter, and re-arms a timer that fired meanwhile. Call with c.clock.mu
+// the limiter, and arms what remains of the alarms. Call with c.clock.mu
 // held.
 func (c *call) run(now time.Time) {
 	k := &c.clock
@@ -131,8 +138,8 @@ func (c *call) run(now time.Time) {
 	}
 	k.stopped = false
 	c.lim.Exclude(now.Sub(k.since))
-	if !k.armed && k.phase != phaseEnded {
-		k.arm(c.lim.Duration(now))
+	if k.phase != phaseEnded {
+		k.arm(now, c.lim.Duration(now))
 	}
 }
 
@@ -194,8 +201,10 @@ func (c *call) endClock(now time.Time) time.Duration {
 		c.run(now)
 		k.phase = phaseEnded
 		k.took = c.lim.Duration(now)
-		if k.timer != nil {
-			k.timer.Stop()
+		k.due.Store(0)
+		if k.listed {
+			c.h.alarms.remove(c)
+			k.listed = false
 		}
 	}
 	return k.took

@@ -54,6 +54,7 @@ type Handler struct {
 	rp      *httputil.ReverseProxy
 	plain   http.RoundTripper // http/https upstreams
 	h2c     http.RoundTripper // h2c upstreams, built on first use
+	alarms  alarms            // the upstream clocks' alarms of the calls in flight
 }
 
 // snapshot is a Config with what the request path derives from it: the
@@ -74,6 +75,7 @@ func New(cfg *Config, opts Options) *Handler {
 		h.now = time.Now
 	}
 	opts.Metrics.setClock(h.now)
+	h.alarms.now, h.alarms.wake = h.now, make(chan struct{}, 1)
 	h.plain = opts.Transport
 	if h.plain == nil {
 		h.plain = NewTransport(false)
@@ -156,6 +158,11 @@ type call struct {
 	// when its UpstreamTimeout passes (nil without one).
 	clock  upstreamClock
 	cancel context.CancelCauseFunc
+	// prev and next link the call into the Handler's alarms while its
+	// clock has alarms (alarms.go).
+	prev, next *call
+	// ctx is the request's context with the call in it (withCall).
+	ctx callContext
 	// grpc is the upstream's gRPC response, whose trailers are read once
 	// the stream has been copied; nil for other responses.
 	grpc *http.Response
@@ -179,6 +186,30 @@ type call struct {
 
 type callKey struct{}
 
+// callContext is the context of a request on its way through the
+// ReverseProxy: the request's own, whose callKey value is the call. It
+// lives in the call, so that carrying the call costs no allocation of its
+// own (context.WithValue's would).
+type callContext struct {
+	context.Context
+	c *call
+}
+
+// Value returns the call for callKey, and asks the request's context for
+// any other key.
+func (x *callContext) Value(key any) any {
+	if key == (callKey{}) {
+		return x.c
+	}
+	return x.Context.Value(key)
+}
+
+// withCall returns r's context carrying c (in c itself).
+func withCall(r *http.Request, c *call) context.Context {
+	c.ctx = callContext{Context: r.Context(), c: c}
+	return &c.ctx
+}
+
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	closeIfChunked(w, r)
 	s := h.current.Load()
@@ -191,7 +222,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := s.router.route(r, path)
 	if p == nil {
 		h.opts.Metrics.unrouted.Inc()
-		ctx := context.WithValue(r.Context(), callKey{}, &call{snap: s, path: rewritten})
+		c := &call{snap: s, path: rewritten}
+		ctx := withCall(r, c)
 		h.rp.ServeHTTP(w, r.WithContext(ctx))
 		return
 	}
@@ -222,7 +254,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // whose body fails mid-copy by panicking with http.ErrAbortHandler).
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	p := c.point
-	ctx := context.WithValue(r.Context(), callKey{}, c)
+	ctx := withCall(r, c)
 	if p.upstreamTimeout > 0 {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)

@@ -85,6 +85,12 @@ func rpHandler(tb testing.TB, cfg *proxy.Config, o proxy.Options) (*proxy.Handle
 		o.Logger = zap.NewNop()
 	}
 	h = proxy.New(cfg, o)
+	// Run fires the calls' alarms (a timeout counted in flight, an
+	// upstreamTimeout); it stops with the test.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx); close(done) }()
+	tb.Cleanup(func() { cancel(); <-done })
 	return h, reg
 }
 

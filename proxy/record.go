@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,8 +18,15 @@ import (
 // TickInterval.
 const TickInterval = time.Second
 
-// Run calls Tick every TickInterval until ctx is done.
+// Run fires the upstream clocks' alarms of the calls in flight (within
+// AlarmTick: a timeout is counted in flight, an UpstreamTimeout cuts its
+// call) and calls Tick every TickInterval, until ctx is done. Without Run,
+// calls are judged and counted when they end, but no alarm fires in
+// flight and no state is settled.
 func (h *Handler) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { h.alarms.run(ctx) })
 	t := time.NewTicker(TickInterval)
 	defer t.Stop()
 	for {
