@@ -1,11 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
@@ -60,18 +62,25 @@ func verdictReason(v limiter.Verdict) reason { return reason{v.Strategy, v.Delay
 // fallbackHandler is a point's fallback: the one http.Handler that serves
 // every degraded answer of the point (a strategy's trip, its delay, a failed
 // upstream call with FallbackOnError), for HTTP clients, HEAD requests and
-// gRPC calls alike. Every answer is prebuilt when the config loads, so
-// serving one is a header set and a write, with no allocation beyond what
-// the ResponseWriter does. It is immutable and safe for concurrent use.
+// gRPC calls alike. Each answer is built once, on its first use, and kept:
+// serving it after that is a header set and a write, with no allocation
+// beyond what the ResponseWriter does. Building them on first use rather
+// than when the config loads keeps a point that never degrades at a few
+// hundred bytes instead of 15 answers of about 1 KB each, which at 10,000
+// points is the difference between 5 MB and 175 MB. It is safe for
+// concurrent use.
 type fallbackHandler struct {
-	// answers holds one answer per reason: [strategy][delay], where
-	// [0][0] is upstream_error and [0][1] is unused.
-	answers [limiter.LastStrategy + 1][2]answer
+	name     string
+	fallback Fallback         // its Header and Body are the handler's own copies
+	settings limiter.Settings // for Retry-After
+	// answers holds each answer once built, by reason: [strategy][delay],
+	// where [0][0] is upstream_error and [0][1] is unused.
+	answers [limiter.LastStrategy + 1][2]atomic.Pointer[answer]
 }
 
-// answer is one prebuilt degraded answer, in its HTTP and gRPC forms. Its
-// header maps and their slices are shared with every response it serves:
-// nothing may change them.
+// answer is one degraded answer, in its HTTP and gRPC forms. Its header
+// maps and their slices are shared with every response it serves: nothing
+// may change them.
 type answer struct {
 	degraded string // the Sds-Degraded value
 	status   int
@@ -80,17 +89,13 @@ type answer struct {
 	grpc     http.Header // the gRPC answer's, Sds-Degraded included
 }
 
-// newFallbackHandler prepares every answer of point name once, when a
-// config is loaded; s gives the Retry-After of the 429 answers.
+// newFallbackHandler returns the fallback of point name, answering as f
+// says; s gives the Retry-After of the 429 answers. It copies f's Header
+// and Body: the caller may change them after.
 func newFallbackHandler(name string, f Fallback, s limiter.Settings) *fallbackHandler {
-	fh := &fallbackHandler{}
-	fh.answers[0][0] = buildAnswer(name, f, s, reason{})
-	for strategy := limiter.Strategy(1); strategy <= limiter.LastStrategy; strategy++ {
-		for delay := range 2 {
-			fh.answers[strategy][delay] = buildAnswer(name, f, s, reason{strategy, delay == 1})
-		}
-	}
-	return fh
+	f.Header = f.Header.Clone()
+	f.Body = bytes.Clone(f.Body)
+	return &fallbackHandler{name: name, fallback: f, settings: s}
 }
 
 func buildAnswer(name string, f Fallback, s limiter.Settings, why reason) answer {
@@ -197,13 +202,25 @@ func grpcPercentEncode(s string) string {
 	return b.String()
 }
 
-// answer returns the prebuilt answer for why.
+// answer returns the answer for why, building it on its first use. Two
+// goroutines that ask for a new answer at once may both build it; one
+// answer is kept and both get it.
 func (fh *fallbackHandler) answer(why reason) *answer {
 	delay := 0
 	if why.delay && why.strategy != 0 {
 		delay = 1
+	} else {
+		why.delay = false // upstream_error has no delay form
 	}
-	return &fh.answers[why.strategy][delay]
+	slot := &fh.answers[why.strategy][delay]
+	if a := slot.Load(); a != nil {
+		return a
+	}
+	a := buildAnswer(fh.name, fh.fallback, fh.settings, why)
+	if slot.CompareAndSwap(nil, &a) {
+		return &a
+	}
+	return slot.Load()
 }
 
 // ServeHTTP serves the answer for the reason of the request's call, which

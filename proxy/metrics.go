@@ -3,11 +3,14 @@ package proxy
 import (
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
@@ -17,29 +20,26 @@ import (
 // registered on the
 // registry passed to NewMetrics. Labels carry point names, never paths.
 type Metrics struct {
-	requests       *prometheus.CounterVec   // point, result
-	degraded       *prometheus.CounterVec   // point, strategy
-	shadowDegraded *prometheus.CounterVec   // point, strategy
-	duration       *prometheus.HistogramVec // point
-	errors         *prometheus.CounterVec   // point, kind
-	timeouts       *prometheus.CounterVec   // point
-	unrouted       prometheus.Counter
-	rejected       *prometheus.CounterVec // reason
-	rejectedPath   prometheus.Counter     // rejected{reason="path"}
-	reloads        *prometheus.CounterVec // result
-	lastOK         prometheus.Gauge
-	lastOKTime     prometheus.Gauge
-	watchMode      *prometheus.GaugeVec // mode
+	duration     *prometheus.HistogramVec // point
+	unrouted     prometheus.Counter
+	rejected     *prometheus.CounterVec // reason
+	rejectedPath prometheus.Counter     // rejected{reason="path"}
+	reloads      *prometheus.CounterVec // result
+	lastOK       prometheus.Gauge
+	lastOKTime   prometheus.Gauge
+	watchMode    *prometheus.GaugeVec // mode
 
 	// live returns the points in force (NewMetrics' points): the
 	// collector's gauges and Sample read it.
 	live func() []*Point
-	// collector reports the gauges read from the limiter.
+	// collector reports the points' counters and the gauges read from
+	// the limiter.
 	collector *pointCollector
 
-	mu         sync.Mutex // guards points and watchModes
+	mu         sync.Mutex // guards points, order and watchModes
 	points     map[string]*pointMetrics
-	watchModes []string // the mode labels of watchMode
+	order      []*pointMetrics // the values of points, oldest first: the collector reads them
+	watchModes []string        // the mode labels of watchMode
 
 	traffic traffic // Sample's recent figures per point (traffic.go)
 }
@@ -50,6 +50,26 @@ const (
 	errorUpstreamTimeout = "upstream_timeout" // upstreamTimeout passed
 	errorStatus          = "status_5xx"       // the service answered 5xx (or a gRPC error)
 	errorBody            = "body"             // the response body broke off mid-copy
+)
+
+// Indexes of a point's counters in pointMetrics.counts, and the series
+// they are reported as.
+const (
+	countProxied = iota // sds_requests_total{result="proxied"}
+	countDegraded
+	countShadowDegraded
+	countTransport // sds_upstream_errors_total{kind="transport"}
+	countUpstreamTimeout
+	countStatus
+	countBody
+	countTimeouts // sds_timeouts_total
+	// countStrategy + s is sds_degraded_total{strategy=s}, for the
+	// strategies 1 to limiter.LastStrategy.
+	countStrategy = countTimeouts
+	// countShadowStrategy + s is sds_shadow_degraded_total{strategy=s}.
+	countShadowStrategy = countStrategy + int(limiter.LastStrategy)
+	// pointCounts is the number of a point's counters.
+	pointCounts = countShadowStrategy + int(limiter.LastStrategy) + 1
 )
 
 // durationBuckets are sds_upstream_duration_seconds' classic buckets in
@@ -78,49 +98,58 @@ const (
 )
 
 // pointMetrics are one point's series, resolved once so the request path
-// does no label lookups.
+// does no label lookups. Its counters are plain atomic counts that the
+// collector reports at scrape time with label pairs shared by every point
+// (about 8 bytes a series, where a client library counter child holds
+// about 500), in the same families, label sets and values as counters of
+// the client library would have.
 type pointMetrics struct {
-	proxied, degraded, shadowDegraded prometheus.Counter
-	byStrategy                        [limiter.LastStrategy + 1]prometheus.Counter // sds_degraded_total; index 0 unused
-	shadowByStrategy                  [limiter.LastStrategy + 1]prometheus.Counter // sds_shadow_degraded_total; index 0 unused
-	duration                          prometheus.Observer
-	durationExemplar                  prometheus.ExemplarObserver // the same series as duration
-	durationMetric                    prometheus.Metric           // the same again, for Sample's Write
-	transportErrors, timeoutErrors    prometheus.Counter
-	statusErrors, bodyErrors          prometheus.Counter
-	timeouts                          prometheus.Counter
+	name string
+	// pointLabel is the label pair point=name, shared by every series of
+	// the point at every scrape.
+	pointLabel *dto.LabelPair
+	// created is when the point's series were created, reported as
+	// every counter's created timestamp.
+	created *timestamppb.Timestamp
+	counts  [pointCounts]counter
+
+	duration         prometheus.Observer
+	durationExemplar prometheus.ExemplarObserver // the same series as duration
+	durationMetric   prometheus.Metric           // the same again, for Sample's Write
 
 	// nextExemplar is the Unix time in nanoseconds before which a traced
 	// call is observed without its exemplar (exemplarEvery).
 	nextExemplar atomic.Int64
+
+	// The counters the request path increments, by name: each points
+	// into counts.
+	proxied, degraded, shadowDegraded *counter
+	transportErrors, timeoutErrors    *counter
+	statusErrors, bodyErrors          *counter
+	timeouts                          *counter
 }
+
+// counter is a count that only grows, from 0. Its zero value is ready; it
+// is safe for concurrent use.
+type counter struct{ n atomic.Uint64 }
+
+// Inc adds 1.
+func (c *counter) Inc() { c.n.Add(1) }
+
+// value is the count.
+func (c *counter) value() float64 { return float64(c.n.Load()) }
 
 // NewMetrics registers the proxy's metrics on reg. points returns the
 // points in force; it is read at scrape time for the in-flight and state
 // gauges, and by Sample.
 func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_requests_total", Help: "Requests on protected points, by result: proxied (forwarded), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it).",
-		}, []string{"point", "result"}),
-		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_degraded_total", Help: "Requests answered by the point's fallback, by the strategy that degraded them. Shadow points never count here (sds_shadow_degraded_total).",
-		}, []string{"point", "strategy"}),
-		shadowDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_shadow_degraded_total", Help: "Requests a shadow point forwarded that it would have degraded, by the strategy that would have degraded them.",
-		}, []string{"point", "strategy"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sds_upstream_duration_seconds", Help: "Upstream time of forwarded calls, to the end of the response (to the headers for streams), without the time spent waiting on the client. Native histogram (schema 3) with classic buckets; exemplars carry the W3C traceparent trace_id.",
 			Buckets:                         durationBuckets,
 			NativeHistogramBucketFactor:     durationBucketFactor,
 			NativeHistogramMaxBucketNumber:  durationMaxBuckets,
 			NativeHistogramMinResetDuration: durationMinReset,
-		}, []string{"point"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_upstream_errors_total", Help: "Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx, body).",
-		}, []string{"point", "kind"}),
-		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_timeouts_total", Help: "Upstream calls that passed the point's timeoutThreshold.",
 		}, []string{"point"}),
 		unrouted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sds_unrouted_requests_total", Help: "Requests that matched no route: forwarded to the upstream unprotected, counted on no point.",
@@ -148,12 +177,12 @@ func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
 		m.watchMode.WithLabelValues(mode)
 	}
 	m.rejectedPath = m.rejected.WithLabelValues("path")
-	m.collector = &pointCollector{points: points}
+	m.collector = &pointCollector{points: points, metrics: m}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
 	m.lastOK.Set(1)
 	m.lastOKTime.SetToCurrentTime()
-	reg.MustRegister(m.requests, m.degraded, m.shadowDegraded, m.duration, m.errors, m.timeouts, m.unrouted, m.rejected,
+	reg.MustRegister(m.duration, m.unrouted, m.rejected,
 		m.reloads, m.lastOK, m.lastOKTime, m.watchMode, m.collector)
 	return m
 }
@@ -204,7 +233,8 @@ func (m *Metrics) SetWatchMode(mode string) {
 	m.watchMode.WithLabelValues(mode).Set(1)
 }
 
-// forPoint returns the series of point name, creating them once.
+// forPoint returns the series of point name, creating them once. They are
+// kept, and reported, after the point leaves the config.
 func (m *Metrics) forPoint(name string) *pointMetrics {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -213,35 +243,60 @@ func (m *Metrics) forPoint(name string) *pointMetrics {
 	}
 	duration := m.duration.WithLabelValues(name)
 	pm := &pointMetrics{
-		proxied:          m.requests.WithLabelValues(name, "proxied"),
-		degraded:         m.requests.WithLabelValues(name, "degraded"),
-		shadowDegraded:   m.requests.WithLabelValues(name, "shadow_degraded"),
+		name:             name,
+		created:          timestamppb.Now(),
 		duration:         duration,
 		durationExemplar: duration.(prometheus.ExemplarObserver),
 		durationMetric:   duration.(prometheus.Metric),
-		transportErrors:  m.errors.WithLabelValues(name, errorTransport),
-		timeoutErrors:    m.errors.WithLabelValues(name, errorUpstreamTimeout),
-		statusErrors:     m.errors.WithLabelValues(name, errorStatus),
-		bodyErrors:       m.errors.WithLabelValues(name, errorBody),
-		timeouts:         m.timeouts.WithLabelValues(name),
 	}
-	for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
-		pm.byStrategy[s] = m.degraded.WithLabelValues(name, s.String())
-		pm.shadowByStrategy[s] = m.shadowDegraded.WithLabelValues(name, s.String())
-	}
+	pm.pointLabel = &dto.LabelPair{Name: &pointLabelName, Value: &pm.name}
+	pm.proxied, pm.degraded, pm.shadowDegraded = &pm.counts[countProxied], &pm.counts[countDegraded], &pm.counts[countShadowDegraded]
+	pm.transportErrors, pm.timeoutErrors = &pm.counts[countTransport], &pm.counts[countUpstreamTimeout]
+	pm.statusErrors, pm.bodyErrors = &pm.counts[countStatus], &pm.counts[countBody]
+	pm.timeouts = &pm.counts[countTimeouts]
 	m.points[name] = pm
+	m.order = append(m.order, pm)
 	return pm
 }
 
-// pointCollector reports the gauges read from the limiter at scrape time.
+// everyPoint returns the series of every point forPoint created, oldest
+// first.
+func (m *Metrics) everyPoint() []*pointMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.order[:len(m.order):len(m.order)]
+}
+
+// pointCollector reports every point's counters (pointMetrics.counts) and
+// the gauges read from the limiter, at scrape time. It builds each series
+// from label pairs made once (the point's, and one per label value shared
+// by every point) and allocates one batch of series per point and scrape,
+// so that a scrape of 10,000 points costs about what the client library's
+// own encoding of their series does.
 type pointCollector struct {
-	points func() []*Point
+	points  func() []*Point
+	metrics *Metrics // its everyPoint
 	// now is the clock the states are evaluated at: the Handler's (New
 	// sets it before serving), time.Now until then.
 	now atomic.Pointer[func() time.Time]
 }
 
 var (
+	requestsDesc = prometheus.NewDesc("sds_requests_total",
+		"Requests on protected points, by result: proxied (forwarded), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it).",
+		[]string{"point", "result"}, nil)
+	degradedDesc = prometheus.NewDesc("sds_degraded_total",
+		"Requests answered by the point's fallback, by the strategy that degraded them. Shadow points never count here (sds_shadow_degraded_total).",
+		[]string{"point", "strategy"}, nil)
+	shadowDegradedDesc = prometheus.NewDesc("sds_shadow_degraded_total",
+		"Requests a shadow point forwarded that it would have degraded, by the strategy that would have degraded them.",
+		[]string{"point", "strategy"}, nil)
+	errorsDesc = prometheus.NewDesc("sds_upstream_errors_total",
+		"Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx, body).",
+		[]string{"point", "kind"}, nil)
+	timeoutsDesc = prometheus.NewDesc("sds_timeouts_total",
+		"Upstream calls that passed the point's timeoutThreshold.",
+		[]string{"point"}, nil)
 	inflightDesc = prometheus.NewDesc("sds_inflight", "Upstream calls in flight on the point.", []string{"point"}, nil)
 	trippedDesc  = prometheus.NewDesc("sds_point_tripped",
 		"1 while the point's next plain request would be degraded (state open or delay), evaluated at scrape time; 0 otherwise. A shadow point is never tripped.",
@@ -254,26 +309,197 @@ var (
 // pointStates are the states of sds_point_state, one series each.
 var pointStates = [...]limiter.State{limiter.Closed, limiter.Open, limiter.Delay, limiter.Shadow}
 
-func (c *pointCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- inflightDesc
-	ch <- trippedDesc
-	ch <- stateDesc
+// pointLabelName is the name of every point label pair.
+var pointLabelName = "point"
+
+// countSeries is, for each of a point's counters (pointMetrics.counts),
+// the series it is reported as: its family and its label pair besides
+// point (nil for none). A label pair is shared by every point's series and
+// never changed.
+var countSeries = func() (series [pointCounts]struct {
+	desc  *prometheus.Desc
+	label *dto.LabelPair
+}) {
+	pair := func(name, value string) *dto.LabelPair { return &dto.LabelPair{Name: &name, Value: &value} }
+	set := func(i int, desc *prometheus.Desc, label *dto.LabelPair) {
+		series[i].desc, series[i].label = desc, label
+	}
+	set(countProxied, requestsDesc, pair("result", "proxied"))
+	set(countDegraded, requestsDesc, pair("result", "degraded"))
+	set(countShadowDegraded, requestsDesc, pair("result", "shadow_degraded"))
+	set(countTransport, errorsDesc, pair("kind", errorTransport))
+	set(countUpstreamTimeout, errorsDesc, pair("kind", errorUpstreamTimeout))
+	set(countStatus, errorsDesc, pair("kind", errorStatus))
+	set(countBody, errorsDesc, pair("kind", errorBody))
+	set(countTimeouts, timeoutsDesc, nil)
+	for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
+		set(countStrategy+int(s), degradedDesc, pair("strategy", s.String()))
+		set(countShadowStrategy+int(s), shadowDegradedDesc, pair("strategy", s.String()))
+	}
+	return series
+}()
+
+// stateLabels are the label pairs state=closed, open, delay and shadow, in
+// the order of pointStates.
+var stateLabels = func() (pairs [len(pointStates)]*dto.LabelPair) {
+	name := "state"
+	for i, s := range pointStates {
+		value := s.String()
+		pairs[i] = &dto.LabelPair{Name: &name, Value: &value}
+	}
+	return pairs
+}()
+
+// series is one series at one scrape: a counter, or a gauge when gauge is
+// set. It is a prometheus.Metric whose Write shares its labels and created
+// timestamp with the dto.Metric it fills, as the client library's own
+// constant metrics do: nothing may change them.
+type series struct {
+	desc    *prometheus.Desc
+	labels  []*dto.LabelPair // sorted by name
+	value   float64
+	gauge   bool
+	created *timestamppb.Timestamp // counters only
 }
 
+func (s *series) Desc() *prometheus.Desc { return s.desc }
+
+func (s *series) Write(out *dto.Metric) error {
+	out.Label = s.labels
+	if s.gauge {
+		out.Gauge = &dto.Gauge{Value: &s.value}
+		return nil
+	}
+	out.Counter = &dto.Counter{Value: &s.value, CreatedTimestamp: s.created}
+	return nil
+}
+
+// seriesBatch holds the series of one point at one scrape, allocated at
+// once: its counters, then its gauges.
+type seriesBatch struct {
+	series [batchSeries]series
+	labels [2 * batchSeries]*dto.LabelPair
+	n      int // series used
+}
+
+// batchSeries is the number of series of a point: its counters, then
+// sds_inflight, sds_point_tripped and sds_point_state's.
+const batchSeries = pointCounts + 2 + len(pointStates)
+
+// add appends a series of desc with the point's label and label (when not
+// nil), sorted by name, and returns it.
+func (b *seriesBatch) add(desc *prometheus.Desc, point, label *dto.LabelPair, value float64) *series {
+	i := b.n
+	b.n++
+	labels := b.labels[2*i : 2*i+1 : 2*i+1]
+	labels[0] = point
+	if label != nil {
+		labels = b.labels[2*i : 2*i+2 : 2*i+2]
+		if label.GetName() < pointLabelName {
+			labels[0], labels[1] = label, point
+		} else {
+			labels[1] = label
+		}
+	}
+	s := &b.series[i]
+	s.desc, s.labels, s.value = desc, labels, value
+	return s
+}
+
+func (c *pointCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{requestsDesc, degradedDesc, shadowDegradedDesc, errorsDesc, timeoutsDesc, inflightDesc, trippedDesc, stateDesc} {
+		ch <- d
+	}
+}
+
+// Collect reports the counters of every point the Metrics have created
+// series for, including points no longer in force (as counter children of
+// the client library would stay), and the gauges of the points in force.
+//
+// Each family's series are sent in the order the registry sorts them in
+// (by label values, in the order of the label names), so that its sort
+// finds them sorted: at 10,000 points that sort cost a quarter of the
+// scrape when the series came in config order.
 func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 	now := time.Now()
 	if clock := c.now.Load(); clock != nil {
 		now = (*clock)()
 	}
-	for _, p := range c.points() {
+	live := c.points()
+	inForce := make(map[string]*Point, len(live))
+	for _, p := range live {
+		inForce[p.name] = p
+	}
+	points := slices.Clone(c.metrics.everyPoint())
+	slices.SortFunc(points, func(a, b *pointMetrics) int { return strings.Compare(a.name, b.name) })
+	batches := make([]seriesBatch, len(points))
+	for i, pm := range points {
+		b := &batches[i]
+		for _, k := range countOrder {
+			s := b.add(countSeries[k].desc, pm.pointLabel, countSeries[k].label, pm.counts[k].value())
+			s.created = pm.created
+			ch <- s
+		}
+		p := inForce[pm.name]
+		if p == nil {
+			continue
+		}
 		state := p.lim.State(now)
-		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(p.lim.InFlight()), p.name)
-		ch <- prometheus.MustNewConstMetric(trippedDesc, prometheus.GaugeValue, gaugeBool(state == limiter.Open || state == limiter.Delay), p.name)
-		for _, s := range pointStates {
-			ch <- prometheus.MustNewConstMetric(stateDesc, prometheus.GaugeValue, gaugeBool(state == s), p.name, s.String())
+		for _, s := range []*series{
+			b.add(inflightDesc, pm.pointLabel, nil, float64(p.lim.InFlight())),
+			b.add(trippedDesc, pm.pointLabel, nil, gaugeBool(state == limiter.Open || state == limiter.Delay)),
+		} {
+			s.gauge = true
+			ch <- s
+		}
+		for _, k := range stateOrder {
+			s := b.add(stateDesc, pm.pointLabel, stateLabels[k], gaugeBool(state == pointStates[k]))
+			s.gauge = true
+			ch <- s
+		}
+	}
+	// sds_upstream_errors_total's labels sort kind before point.
+	for _, k := range errorOrder {
+		for i, pm := range points {
+			s := batches[i].add(countSeries[k].desc, pm.pointLabel, countSeries[k].label, pm.counts[k].value())
+			s.created = pm.created
+			ch <- s
 		}
 	}
 }
+
+// countOrder lists the indexes of a point's counters other than its
+// upstream errors, and errorOrder those of its upstream errors, each
+// family's in ascending order of its label value: the order Collect sends
+// them in.
+var countOrder, errorOrder = func() (counts, errors []int) {
+	order := make([]int, pointCounts)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return strings.Compare(countSeries[a].label.GetValue(), countSeries[b].label.GetValue())
+	})
+	for _, k := range order {
+		if countSeries[k].desc == errorsDesc {
+			errors = append(errors, k)
+		} else {
+			counts = append(counts, k)
+		}
+	}
+	return counts, errors
+}()
+
+// stateOrder lists the indexes of pointStates in ascending order of their
+// names: the order Collect sends sds_point_state's series in.
+var stateOrder = func() []int {
+	order := make([]int, len(pointStates))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(pointStates[a].String(), pointStates[b].String()) })
+	return order
+}()
 
 // gaugeBool is 1 for true and 0 for false.
 func gaugeBool(b bool) float64 {
@@ -284,14 +510,14 @@ func gaugeBool(b bool) float64 {
 }
 
 // strategyCounter returns the sds_degraded_total series of strategy s.
-func (pm *pointMetrics) strategyCounter(s limiter.Strategy) prometheus.Counter {
-	return pm.byStrategy[s]
+func (pm *pointMetrics) strategyCounter(s limiter.Strategy) *counter {
+	return &pm.counts[countStrategy+int(s)]
 }
 
 // shadowStrategyCounter returns the sds_shadow_degraded_total series of
 // strategy s.
-func (pm *pointMetrics) shadowStrategyCounter(s limiter.Strategy) prometheus.Counter {
-	return pm.shadowByStrategy[s]
+func (pm *pointMetrics) shadowStrategyCounter(s limiter.Strategy) *counter {
+	return &pm.counts[countShadowStrategy+int(s)]
 }
 
 // exemplarEvery is the least time between two exemplars of one point's

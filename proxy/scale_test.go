@@ -2,10 +2,13 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
@@ -77,4 +80,79 @@ func BenchmarkScaleMemory(b *testing.B) {
 	b.ReportMetric(float64(seriesBytes)/n, "series-B/point")
 	b.ReportMetric(float64(routeBytes)/n, "router-B/route")
 	b.ReportMetric(float64(limBytes+pointBytes+seriesBytes)/n, "B/point")
+}
+
+// scalePoints returns a Handler over n points named p0, p1, ..., each with
+// one exact route, and the registry its metrics are on.
+func scalePoints(tb testing.TB, n int) (*Handler, *prometheus.Registry) {
+	tb.Helper()
+	cfg := &Config{Points: make([]*Point, n), Routes: make([]Route, n)}
+	for i := range n {
+		lim, err := limiter.NewPoint(fmt.Sprintf("p%d", i), limiter.Settings{Window: limiter.DefaultWindow, Buckets: limiter.DefaultBuckets})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cfg.Points[i] = NewPoint(lim, PointOptions{})
+		cfg.Routes[i] = Route{Point: cfg.Points[i], Path: fmt.Sprintf("/api/v1/resource%d/action", i)}
+	}
+	reg := prometheus.NewRegistry()
+	var h *Handler
+	metrics := NewMetrics(reg, func() []*Point { return h.Points() })
+	h = New(cfg, Options{Logger: zap.NewNop(), Metrics: metrics})
+	return h, reg
+}
+
+// BenchmarkScrape measures one GET /metrics through promhttp's handler, as
+// the admin port serves it, on a Handler of 10,000 points, in the formats
+// a scraper asks for: the text format (no Accept header, no compression),
+// and OpenMetrics (Prometheus' default) and protobuf (Prometheus with
+// native histograms), both gzipped as Prometheus asks. B/op and allocs/op
+// are the scrape's own: the body is counted, not kept.
+func BenchmarkScrape(b *testing.B) {
+	_, reg := scalePoints(b, 10_000)
+	handler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
+	for _, format := range []struct{ name, accept, encoding string }{
+		{"text", "", ""},
+		{"openmetrics-gzip", "application/openmetrics-text;version=1.0.0", "gzip"},
+		{"protobuf-gzip", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited", "gzip"},
+	} {
+		b.Run(format.name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			if format.accept != "" {
+				req.Header.Set("Accept", format.accept)
+			}
+			if format.encoding != "" {
+				req.Header.Set("Accept-Encoding", format.encoding)
+			}
+			var w countingWriter
+			for b.Loop() {
+				w = countingWriter{header: make(http.Header)}
+				handler.ServeHTTP(&w, req)
+				if w.status != http.StatusOK || w.size == 0 {
+					b.Fatalf("/metrics: status %d, %d bytes", w.status, w.size)
+				}
+			}
+			b.ReportMetric(float64(w.size), "body-B")
+		})
+	}
+}
+
+// countingWriter is a ResponseWriter that counts the body's bytes and
+// drops them.
+type countingWriter struct {
+	header http.Header
+	status int
+	size   int
+}
+
+func (w *countingWriter) Header() http.Header { return w.header }
+
+func (w *countingWriter) WriteHeader(status int) { w.status = status }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.size += len(p)
+	return len(p), nil
 }

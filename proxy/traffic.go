@@ -209,31 +209,21 @@ func (r *sampleRing) at(i int) *pointSample {
 	return &r.samples[(r.next-r.n+i+trafficSamples)%trafficSamples]
 }
 
-// sample reads the point's series at now. A series that fails to write is
-// read as its zero value.
+// sample reads the point's series at now. A histogram that fails to write
+// is read as empty.
 func (pm *pointMetrics) sample(now time.Time) pointSample {
 	s := pointSample{
 		at:             now,
-		proxied:        counterValue(pm.proxied),
-		degraded:       counterValue(pm.degraded),
-		shadowDegraded: counterValue(pm.shadowDegraded),
-		errors: counterValue(pm.transportErrors) + counterValue(pm.timeoutErrors) +
-			counterValue(pm.statusErrors) + counterValue(pm.bodyErrors),
+		proxied:        pm.proxied.value(),
+		degraded:       pm.degraded.value(),
+		shadowDegraded: pm.shadowDegraded.value(),
+		errors:         pm.transportErrors.value() + pm.timeoutErrors.value() + pm.statusErrors.value() + pm.bodyErrors.value(),
 	}
 	var d dto.Metric
 	if pm.durationMetric.Write(&d) == nil {
 		s.hist = readNativeHistogram(d.GetHistogram())
 	}
 	return s
-}
-
-// counterValue returns a counter's value as its Write reports it.
-func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
-	var d dto.Metric
-	if c.Write(&d) != nil {
-		return 0
-	}
-	return d.GetCounter().GetValue()
 }
 
 // readNativeHistogram decodes h's native part: its spans and deltas into
