@@ -351,15 +351,17 @@ var stateLabels = func() (pairs [len(pointStates)]*dto.LabelPair) {
 }()
 
 // series is one series at one scrape: a counter, or a gauge when gauge is
-// set. It is a prometheus.Metric whose Write shares its labels and created
-// timestamp with the dto.Metric it fills, as the client library's own
-// constant metrics do: nothing may change them.
+// set. It is a prometheus.Metric whose Write shares its labels, its value
+// and, for a counter, its dto.Counter and created timestamp with the
+// dto.Metric it fills, as the client library's own constant metrics share
+// their labels: nothing may change them. A counter's Write allocates
+// nothing.
 type series struct {
 	desc    *prometheus.Desc
 	labels  []*dto.LabelPair // sorted by name
 	value   float64
 	gauge   bool
-	created *timestamppb.Timestamp // counters only
+	counter dto.Counter // a counter's, filled by Write
 }
 
 func (s *series) Desc() *prometheus.Desc { return s.desc }
@@ -370,7 +372,8 @@ func (s *series) Write(out *dto.Metric) error {
 		out.Gauge = &dto.Gauge{Value: &s.value}
 		return nil
 	}
-	out.Counter = &dto.Counter{Value: &s.value, CreatedTimestamp: s.created}
+	s.counter.Value = &s.value
+	out.Counter = &s.counter
 	return nil
 }
 
@@ -437,7 +440,7 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 		b := &batches[i]
 		for _, k := range countOrder {
 			s := b.add(countSeries[k].desc, pm.pointLabel, countSeries[k].label, pm.counts[k].value())
-			s.created = pm.created
+			s.counter.CreatedTimestamp = pm.created
 			ch <- s
 		}
 		p := inForce[pm.name]
@@ -462,7 +465,7 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, k := range errorOrder {
 		for i, pm := range points {
 			s := batches[i].add(countSeries[k].desc, pm.pointLabel, countSeries[k].label, pm.counts[k].value())
-			s.created = pm.created
+			s.counter.CreatedTimestamp = pm.created
 			ch <- s
 		}
 	}

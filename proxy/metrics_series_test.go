@@ -1,0 +1,125 @@
+package proxy
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+)
+
+// TestPointSeriesMatchClientCounters: the point collector reports the
+// points' counters exactly as client library CounterVecs with the same
+// names, help, labels and counts would (every series present from the
+// start, a point's kept after it leaves the config), each with a created
+// timestamp, and the gauges of the points in force only.
+func TestPointSeriesMatchClientCounters(t *testing.T) {
+	newPoint := func(name string) *Point {
+		lim, err := limiter.NewPoint(name, limiter.Settings{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewPoint(lim, PointOptions{})
+	}
+	live := []*Point{newPoint("orders"), newPoint("b"), newPoint("a.z")}
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, func() []*Point { return live })
+	gone := m.forPoint("gone") // a point of an earlier config
+
+	want := prometheus.NewRegistry()
+	help := map[string]string{ // as the CounterVecs had them before the point collector
+		"sds_requests_total":        "Requests on protected points, by result: proxied (forwarded), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it).",
+		"sds_degraded_total":        "Requests answered by the point's fallback, by the strategy that degraded them. Shadow points never count here (sds_shadow_degraded_total).",
+		"sds_shadow_degraded_total": "Requests a shadow point forwarded that it would have degraded, by the strategy that would have degraded them.",
+		"sds_upstream_errors_total": "Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx, body).",
+		"sds_timeouts_total":        "Upstream calls that passed the point's timeoutThreshold.",
+	}
+	vec := func(name string, labels ...string) *prometheus.CounterVec {
+		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help[name]}, append([]string{"point"}, labels...))
+		want.MustRegister(v)
+		return v
+	}
+	requests, errors, timeouts := vec("sds_requests_total", "result"), vec("sds_upstream_errors_total", "kind"), vec("sds_timeouts_total")
+	degraded, shadow := vec("sds_degraded_total", "strategy"), vec("sds_shadow_degraded_total", "strategy")
+
+	for n, name := range []string{"orders", "b", "a.z", "gone"} {
+		pm := m.forPoint(name)
+		if name == "gone" && pm != gone {
+			t.Fatal("forPoint made new series for a name it had")
+		}
+		add := func(c *counter, want prometheus.Counter, times int) {
+			want.Add(0)
+			for range times {
+				c.Inc()
+				want.Inc()
+			}
+		}
+		add(pm.proxied, requests.WithLabelValues(name, "proxied"), 10+n)
+		add(pm.degraded, requests.WithLabelValues(name, "degraded"), n)
+		add(pm.shadowDegraded, requests.WithLabelValues(name, "shadow_degraded"), 2*n)
+		add(pm.transportErrors, errors.WithLabelValues(name, errorTransport), n)
+		add(pm.timeoutErrors, errors.WithLabelValues(name, errorUpstreamTimeout), 1)
+		add(pm.statusErrors, errors.WithLabelValues(name, errorStatus), 3*n)
+		add(pm.bodyErrors, errors.WithLabelValues(name, errorBody), 0)
+		add(pm.timeouts, timeouts.WithLabelValues(name), n+1)
+		for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
+			add(pm.strategyCounter(s), degraded.WithLabelValues(name, s.String()), int(s)*n)
+			add(pm.shadowStrategyCounter(s), shadow.WithLabelValues(name, s.String()), (int(s)+n)%3)
+		}
+	}
+
+	got := gatherText(t, reg)
+	for name, text := range gatherText(t, want) {
+		if got[name] != text {
+			t.Errorf("%s: got\n%s\nwant\n%s", name, got[name], text)
+		}
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		switch f.GetName() {
+		case "sds_requests_total":
+			for _, s := range f.GetMetric() {
+				if s.GetCounter().GetCreatedTimestamp() == nil {
+					t.Errorf("sds_requests_total%v has no created timestamp", s.GetLabel())
+				}
+			}
+		case "sds_inflight", "sds_point_tripped", "sds_point_state":
+			var points []string
+			for _, s := range f.GetMetric() {
+				for _, l := range s.GetLabel() {
+					if l.GetName() == "point" && !slices.Contains(points, l.GetValue()) {
+						points = append(points, l.GetValue())
+					}
+				}
+			}
+			if want := []string{"a.z", "b", "orders"}; !slices.Equal(points, want) {
+				t.Errorf("%s: series of points %q, want %q (the points in force)", f.GetName(), points, want)
+			}
+		}
+	}
+}
+
+// gatherText returns the text exposition of each sds_* family on reg, by
+// name.
+func gatherText(t *testing.T, reg *prometheus.Registry) map[string]string {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]string)
+	for _, f := range families {
+		var b bytes.Buffer
+		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
+			t.Fatal(err)
+		}
+		out[f.GetName()] = b.String()
+	}
+	return out
+}
