@@ -84,6 +84,8 @@ const (
 	// quantile is within 9% of the truth whatever timeoutThreshold the
 	// user set, where the classic buckets can be 150% wide.
 	durationBucketFactor = 1.1
+	// durationSchema is the schema durationBucketFactor gives.
+	durationSchema = 3
 	// durationMaxBuckets bounds a point's populated native buckets: 160
 	// covers 100µs (2^-13 s) to 128 s (2^7) at full resolution, wider
 	// than any real spread of upstream times; past it the client halves
@@ -120,6 +122,16 @@ type pointMetrics struct {
 	// nextExemplar is the Unix time in nanoseconds before which a traced
 	// call is observed without its exemplar (exemplarEvery).
 	nextExemplar atomic.Int64
+	// observed counts the observations of duration, each counted once
+	// it is in the histogram.
+	observed counter
+	// sampled is Sample's last reading of duration (traffic.go): it
+	// reads the histogram again only when observed has changed.
+	sampled struct {
+		observed uint64
+		hist     nativeHistogram
+		ok       bool // read at least once
+	}
 
 	// The counters the request path increments, by name: each points
 	// into counts.
@@ -536,6 +548,9 @@ const exemplarEvery = 100 * time.Millisecond
 // exemplar's trace_id when it is not "" and the point's last exemplar is
 // exemplarEvery old. Without an exemplar it allocates nothing.
 func (pm *pointMetrics) observeDuration(seconds float64, traceID string, now time.Time) {
+	// Counted after the observation: a histogram read after observed
+	// holds at least that many.
+	defer pm.observed.Inc()
 	if traceID == "" {
 		pm.duration.Observe(seconds)
 		return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -122,4 +123,26 @@ func gatherText(t *testing.T, reg *prometheus.Registry) map[string]string {
 		out[f.GetName()] = b.String()
 	}
 	return out
+}
+
+// TestSampleReadsHistogramOnChange: Sample's reading of a point's upstream
+// time is at full resolution (durationSchema) and is reused while no call
+// is observed, and read again after one is.
+func TestSampleReadsHistogramOnChange(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry(), func() []*Point { return nil })
+	pm := m.forPoint("p")
+	now := time.Unix(1_700_000_000, 0)
+	pm.observeDuration(0.01, "", now)
+	first := pm.sample(now)
+	if first.hist.count != 1 || first.hist.epoch.schema != durationSchema || len(first.hist.buckets) != 1 {
+		t.Fatalf("after one call: got %+v, want 1 observation in 1 bucket at schema %d", first.hist, durationSchema)
+	}
+	again := pm.sample(now.Add(time.Second))
+	if &again.hist.buckets[0] != &first.hist.buckets[0] {
+		t.Error("no call since the last sample: the histogram was read again")
+	}
+	pm.observeDuration(0.02, "", now)
+	if third := pm.sample(now.Add(2 * time.Second)); third.hist.count != 2 {
+		t.Errorf("after a second call: got %d observations, want 2", third.hist.count)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -155,4 +156,16 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	}
 	w.size += len(p)
 	return len(p), nil
+}
+
+// BenchmarkSample measures one Metrics.Sample, which the admin port runs
+// once a second for the dashboard's and /status's traffic figures, on a
+// Handler of 10,000 idle points.
+func BenchmarkSample(b *testing.B) {
+	h, _ := scalePoints(b, 10_000)
+	now := time.Unix(1_700_000_000, 0)
+	for b.Loop() {
+		now = now.Add(time.Second)
+		h.opts.Metrics.Sample(now)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -210,7 +211,12 @@ func (r *sampleRing) at(i int) *pointSample {
 }
 
 // sample reads the point's series at now. A histogram that fails to write
-// is read as empty.
+// is read as empty. The histogram is read again only when it may have
+// changed: when a call was observed since the last reading, or when it is
+// not at its full resolution (a histogram whose resolution was lowered has
+// a reset scheduled, which happens with no observation). Writing one costs
+// about 2 KB and 2 µs, which 10,000 idle points would pay every second. It
+// is called from Sample's goroutine only.
 func (pm *pointMetrics) sample(now time.Time) pointSample {
 	s := pointSample{
 		at:             now,
@@ -219,10 +225,18 @@ func (pm *pointMetrics) sample(now time.Time) pointSample {
 		shadowDegraded: pm.shadowDegraded.value(),
 		errors:         pm.transportErrors.value() + pm.timeoutErrors.value() + pm.statusErrors.value() + pm.bodyErrors.value(),
 	}
-	var d dto.Metric
-	if pm.durationMetric.Write(&d) == nil {
-		s.hist = readNativeHistogram(d.GetHistogram())
+	last := &pm.sampled
+	observed := pm.observed.n.Load()
+	full := last.hist.epoch.schema == durationSchema && last.hist.epoch.zeroThreshold == prometheus.DefNativeHistogramZeroThreshold
+	if !last.ok || observed != last.observed || !full {
+		var d dto.Metric
+		last.hist = nativeHistogram{}
+		if pm.durationMetric.Write(&d) == nil {
+			last.hist = readNativeHistogram(d.GetHistogram())
+		}
+		last.observed, last.ok = observed, true
 	}
+	s.hist = last.hist
 	return s
 }
 
