@@ -36,7 +36,7 @@ type Config struct {
 }
 
 // Point is a protected point of the request path: its limiter, how its
-// upstream calls are made and its prebuilt fallback. Build it with
+// upstream calls are made and its fallback. Build it with
 // NewPoint; it is immutable after (its limiter keeps the point's live
 // state) and safe for concurrent use. A Point holds no metrics: the
 // Handler resolves each point's series by name when a Config is swapped in,
@@ -66,8 +66,8 @@ type PointOptions struct {
 	Fallback Fallback
 }
 
-// NewPoint builds a point around lim, preparing every fallback answer
-// once (see Fallback).
+// NewPoint builds a point around lim. Its fallback answers are built the
+// first time each is needed, then kept (see Fallback).
 func NewPoint(lim *limiter.Point, opts PointOptions) *Point {
 	return &Point{
 		name:            lim.Name(),

@@ -178,7 +178,7 @@ func New(opts Options) http.Handler {
 		plainText(w, http.StatusOK, "ok")
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	mux.Handle("GET /metrics", fastGzip(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true, DisableCompression: true})))
 	mux.HandleFunc("GET /status", a.status)
 	mux.HandleFunc("GET /config", a.config)
 	mux.HandleFunc("GET /{$}", serveDashboard)
