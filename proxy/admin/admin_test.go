@@ -77,7 +77,14 @@ type adminPoint struct {
 
 func newAdminFixture(t *testing.T, points ...adminPoint) *adminFixture {
 	t.Helper()
-	f := &adminFixture{clock: &adminClock{t: adminT0}}
+	return newAdminFixtureOn(t, adminT0, func(*adminClock) http.RoundTripper { return adminUpstream{} }, points...)
+}
+
+// newAdminFixtureOn is newAdminFixture with its clock set to start and the
+// upstream transport that transport returns for that clock.
+func newAdminFixtureOn(t *testing.T, start time.Time, transport func(*adminClock) http.RoundTripper, points ...adminPoint) *adminFixture {
+	t.Helper()
+	f := &adminFixture{clock: &adminClock{t: start}}
 	upstream, _ := url.Parse("http://upstream.invalid")
 	cfg := &proxy.Config{Upstream: upstream, ForwardedHeaders: true}
 	for _, ap := range points {
@@ -100,7 +107,7 @@ func newAdminFixture(t *testing.T, points ...adminPoint) *adminFixture {
 		Logger:    zap.NewNop(),
 		Events:    f.events,
 		Metrics:   f.metrics,
-		Transport: adminUpstream{},
+		Transport: transport(f.clock),
 		Now:       f.clock.Now,
 	})
 	f.status = admin.ReloadStatus{

@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,11 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-
 	"github.com/sds-proxy/sds-proxy/limiter"
-	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
@@ -436,32 +431,9 @@ func newSimBoard(t *testing.T) *simBoard {
 		points = append(points, adminPoint{name: boardName(i), path: "/" + boardName(i) + "/",
 			settings: func(s *limiter.Settings) { boardSettings(i, s) }})
 	}
-	// The admin fixture's wiring, on the simulated upstream.
-	f := &adminFixture{clock: &adminClock{t: boardT0}}
-	upstream, _ := url.Parse("http://upstream.invalid")
-	cfg := &proxy.Config{Upstream: upstream}
-	for _, ap := range points {
-		var s limiter.Settings
-		ap.settings(&s)
-		lim, err := limiter.NewPoint(ap.name, s)
-		if err != nil {
-			t.Fatalf("limiter.NewPoint(%q): %v", ap.name, err)
-		}
-		p := proxy.NewPoint(lim, proxy.PointOptions{})
-		cfg.Points = append(cfg.Points, p)
-		cfg.Routes = append(cfg.Routes, proxy.Route{Point: p, PathPrefix: ap.path})
-	}
-	reg := prometheus.NewRegistry()
-	f.metrics = proxy.NewMetrics(reg, func() []*proxy.Point { return f.h.Points() })
-	f.events = events.New(admin.MaxEvents, admin.MaxPointEvents)
-	f.h = proxy.New(cfg, proxy.Options{Logger: zap.NewNop(), Events: f.events, Metrics: f.metrics,
-		Transport: simUpstream{clock: f.clock}, Now: f.clock.Now})
+	f := newAdminFixtureOn(t, boardT0, func(clock *adminClock) http.RoundTripper { return simUpstream{clock: clock} }, points...)
 	f.status = admin.ReloadStatus{Path: "/etc/sds/sds.yaml", Hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 		LoadedAt: boardT0.Add(-time.Hour)}
-	f.admin = admin.New(admin.Options{Points: f.h, Gatherer: reg, Status: func() admin.ReloadStatus { return f.status },
-		Now: f.clock.Now, Events: f.events, Traffic: f.metrics.Traffic, Version: "v0.3.0"})
-	f.srv = httptest.NewServer(f.admin)
-	t.Cleanup(f.srv.Close)
 	return &simBoard{f: f}
 }
 
