@@ -279,7 +279,13 @@ func TestSIGHUPAtStartup(t *testing.T) {
 	upstream := "http://" + startUpstream(t)
 	dir := t.TempDir()
 	config := filepath.Join(dir, "sds.yaml")
-	if err := os.WriteFile(config, []byte(configHeader(upstream, "10s", 10)+"routes:\n  - point: p\n    match: {}\npoints:\n  p:\n    visitThreshold: 1000\n"), 0o644); err != nil {
+	// Thousands of routes keep the start-up (reading and checking them)
+	// long enough for SIGHUPs to land in it, however fast the rest starts.
+	var routes strings.Builder
+	for i := range 4000 {
+		fmt.Fprintf(&routes, "  - point: p\n    match: {path: /r%d}\n", i)
+	}
+	if err := os.WriteFile(config, []byte(configHeader(upstream, "10s", 10)+"routes:\n"+routes.String()+"points:\n  p:\n    visitThreshold: 1000\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	duringStartUp := 0 // SIGHUPs the proxy handled while starting, over all runs
