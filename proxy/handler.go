@@ -78,7 +78,7 @@ func New(cfg *Config, opts Options) *Handler {
 	h.alarms.now, h.alarms.wake = h.now, make(chan struct{}, 1)
 	h.plain = opts.Transport
 	if h.plain == nil {
-		h.plain = NewTransport(false)
+		h.plain = newH1Transport(NewTransport(false))
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,
