@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -101,10 +102,10 @@ func repeatable(req *http.Request) bool {
 }
 
 // staleConn reports whether err is how a connection the upstream closed
-// while it was idle fails: nothing, or a reset, came back.
+// while it was idle fails: nothing came back, or a reset or broken pipe.
 func staleConn(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
-		isConnReset(err)
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // get returns an idle connection to addr, or a new one.
