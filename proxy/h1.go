@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -38,13 +39,25 @@ type h1Transport struct {
 	idle map[string][]*h1Conn // by host:port, most recently used last
 }
 
-// h1Conn is a pooled upstream connection with its buffers.
+// h1Conn is a pooled upstream connection with its buffers. Its reads go
+// through limit, which bounds a response's head (maxResponseHeaderBytes)
+// and lets its body through.
 type h1Conn struct {
 	net.Conn
+	limit  io.LimitedReader
 	br     *bufio.Reader
 	bw     *bufio.Writer
 	idleAt time.Time
 }
+
+// maxResponseHeaderBytes bounds what an upstream may send before its
+// answer's body (1xx answers included), as http.Transport's default does:
+// a broken upstream that sends headers without end fails the request
+// instead of filling the memory.
+const maxResponseHeaderBytes = 10 << 20
+
+// unlimited lets a body through h1Conn.limit.
+const unlimited = math.MaxInt64
 
 func newH1Transport(next *http.Transport) *h1Transport {
 	return &h1Transport{
@@ -126,7 +139,9 @@ func (t *h1Transport) get(ctx context.Context, addr string) (c *h1Conn, reused b
 	if err != nil {
 		return nil, false, err
 	}
-	return &h1Conn{Conn: conn, br: bufio.NewReader(conn), bw: bufio.NewWriter(conn)}, false, nil
+	c = &h1Conn{Conn: conn, limit: io.LimitedReader{R: conn, N: unlimited}, bw: bufio.NewWriter(conn)}
+	c.br = bufio.NewReader(&c.limit)
+	return c, false, nil
 }
 
 // put returns c to the pool, or closes it when the pool is full.
@@ -172,6 +187,7 @@ func (t *h1Transport) exchange(c *h1Conn, addr string, req *http.Request) (*http
 		return nil, err
 	}
 	var resp *http.Response
+	c.limit.N = maxResponseHeaderBytes
 	for {
 		var err error
 		resp, err = http.ReadResponse(c.br, req)
@@ -179,6 +195,9 @@ func (t *h1Transport) exchange(c *h1Conn, addr string, req *http.Request) (*http
 			stop()
 			if ctxErr := req.Context().Err(); ctxErr != nil {
 				return nil, ctxErr
+			}
+			if c.limit.N <= 0 {
+				return nil, errors.New("upstream response headers exceed 10 MiB")
 			}
 			return nil, err
 		}
@@ -189,6 +208,7 @@ func (t *h1Transport) exchange(c *h1Conn, addr string, req *http.Request) (*http
 		}
 		resp.Body.Close()
 	}
+	c.limit.N = unlimited
 	b := &h1Body{ReadCloser: resp.Body, t: t, c: c, addr: addr, stop: stop, reuse: !resp.Close && !req.Close}
 	if resp.Body == http.NoBody {
 		b.done(true)

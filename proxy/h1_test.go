@@ -288,3 +288,28 @@ func TestH1IdleTimeout(t *testing.T) {
 		t.Errorf("%d connections, want 2", n)
 	}
 }
+
+// TestH1HeaderLimit: an upstream that sends headers without end fails the
+// request once they pass 10 MiB, and the connection is not pooled.
+func TestH1HeaderLimit(t *testing.T) {
+	u := newRawUpstream(t, func(c net.Conn, _ int32) {
+		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
+			w.WriteString("HTTP/1.1 200 OK\r\n")
+			line := "X-Filler: " + strings.Repeat("f", 1000) + "\r\n"
+			for range 11 << 10 { // 11 MiB of headers
+				if _, err := w.WriteString(line); err != nil {
+					return false
+				}
+			}
+			return false
+		})
+	})
+	tr := newTestH1(t, nil)
+	req, _ := http.NewRequest("GET", "http://"+u.ln.Addr().String()+"/", nil)
+	if resp, err := tr.RoundTrip(req); err == nil || !strings.Contains(err.Error(), "exceed") {
+		t.Fatalf("got %v, %v; want the header limit's error", resp, err)
+	}
+	if idle := len(tr.idle[u.ln.Addr().String()]); idle != 0 {
+		t.Errorf("%d pooled connections after the failure, want 0", idle)
+	}
+}
