@@ -28,7 +28,7 @@ import (
 // A request that fails on a reused connection (the upstream closed it
 // while it was idle) is sent once more on a new connection: its method is
 // safe to repeat. Idle connections older than next's IdleConnTimeout are
-// closed rather than used.
+// closed rather than used, and by Handler.Tick.
 type h1Transport struct {
 	next        http.RoundTripper
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -155,6 +155,32 @@ func (t *h1Transport) put(addr string, c *h1Conn) {
 	}
 	t.mu.Unlock()
 	c.Close()
+}
+
+// closeIdle closes the pooled connections idle for idleTimeout or longer:
+// without it, those at the bottom of a pool that a burst filled would stay
+// open, in CLOSE_WAIT once the upstream has closed its side. Handler.Tick
+// calls it.
+func (t *h1Transport) closeIdle() {
+	now := time.Now()
+	var old []*h1Conn
+	t.mu.Lock()
+	for addr, list := range t.idle {
+		keep := list[:0]
+		for _, c := range list {
+			if now.Sub(c.idleAt) >= t.idleTimeout {
+				old = append(old, c)
+			} else {
+				keep = append(keep, c)
+			}
+		}
+		clear(list[len(keep):])
+		t.idle[addr] = keep
+	}
+	t.mu.Unlock()
+	for _, c := range old {
+		c.Close()
+	}
 }
 
 // CloseIdleConnections closes the pooled connections, and next's.

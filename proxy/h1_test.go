@@ -313,3 +313,32 @@ func TestH1HeaderLimit(t *testing.T) {
 		t.Errorf("%d pooled connections after the failure, want 0", idle)
 	}
 }
+
+// TestH1CloseIdle: closeIdle closes the connections idle for the idle
+// timeout, and the upstream sees them closed.
+func TestH1CloseIdle(t *testing.T) {
+	closed := make(chan struct{})
+	u := newRawUpstream(t, func(c net.Conn, _ int32) {
+		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
+			w.WriteString(okAnswer)
+			return true
+		})
+		close(closed) // the client closed the connection
+	})
+	tr := newTestH1(t, nil)
+	u.get(t, tr, "GET", "/")
+	tr.closeIdle() // not idle long enough: kept
+	if n := len(tr.idle[u.ln.Addr().String()]); n != 1 {
+		t.Fatalf("%d pooled connections, want 1", n)
+	}
+	tr.idleTimeout = time.Nanosecond
+	tr.closeIdle()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream never saw the idle connection closed")
+	}
+	if n := len(tr.idle[u.ln.Addr().String()]); n != 0 {
+		t.Errorf("%d pooled connections after closeIdle, want 0", n)
+	}
+}
