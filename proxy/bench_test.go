@@ -137,6 +137,13 @@ func BenchmarkHandler(b *testing.B) {
 		benchHandler(b, h, http.StatusOK)
 		checkNeverTripped(b, p)
 	})
+	// Every request carrying a valid W3C traceparent: the exemplar's cost
+	// (at most one per point every 100ms) on top of all-strategies.
+	b.Run("sds/all-strategies-traced", func(b *testing.B) {
+		p := rpPoint(b, "all", allStrategies, proxy.PointOptions{})
+		h, _ := rpHandler(b, rpConfig(upstreamURL, p), proxy.Options{Transport: upstream})
+		benchHandler(b, h, http.StatusOK, "Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	})
 	b.Run("sds/degraded", func(b *testing.B) {
 		p := rpPoint(b, "off", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{})
 		h, _ := rpHandler(b, rpConfig(upstreamURL, p), proxy.Options{Transport: upstream})
@@ -157,12 +164,16 @@ func (b *benchBufferPool) Get() []byte {
 func (b *benchBufferPool) Put(buf []byte) { b.pool.Put((*[32 << 10]byte)(buf)) }
 
 // benchHandler calls h.ServeHTTP from b.RunParallel with a fresh recorder
-// per request, checking each answer's status.
-func benchHandler(b *testing.B, h http.Handler, want int) {
+// per request, checking each answer's status; header holds request header
+// pairs.
+func benchHandler(b *testing.B, h http.Handler, want int, header ...string) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		req := httptest.NewRequest(http.MethodGet, "http://shop.example/bench", nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
 		for pb.Next() {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)

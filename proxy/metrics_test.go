@@ -1,8 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -244,35 +242,4 @@ func TestUpstreamDurationHistogram(t *testing.T) {
 	if ids := exemplars(hist); hist.GetSampleCount() != 4 || len(ids) != 2 || ids[0] != want {
 		t.Errorf("a second traced call at once: got %d observations, exemplars %q; want 4, still %q", hist.GetSampleCount(), ids, want)
 	}
-}
-
-// BenchmarkHandlerTraced is BenchmarkHandler's all-strategies row with a
-// valid traceparent on every request: the cost of the exemplar.
-func BenchmarkHandlerTraced(b *testing.B) {
-	body := bytes.Repeat([]byte("x"), 64)
-	upstream := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
-		return &http.Response{
-			StatusCode: http.StatusOK, ProtoMajor: 1, ProtoMinor: 1,
-			Header:        http.Header{"Content-Type": {"text/plain"}},
-			Body:          io.NopCloser(bytes.NewReader(body)),
-			ContentLength: int64(len(body)),
-			Request:       r,
-		}, nil
-	})
-	p := rpPoint(b, "all", allStrategies, proxy.PointOptions{})
-	h, _ := rpHandler(b, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: upstream})
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		req := httptest.NewRequest(http.MethodGet, "http://shop.example/bench", nil)
-		req.Header.Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
-		for pb.Next() {
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != http.StatusOK {
-				b.Errorf("status: got %d, want 200", rec.Code)
-				return
-			}
-		}
-	})
 }
