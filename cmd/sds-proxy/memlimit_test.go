@@ -2,11 +2,8 @@ package main
 
 import (
 	"io/fs"
-	"runtime/debug"
 	"strings"
 	"testing"
-
-	"go.uber.org/zap"
 )
 
 func TestMemoryLimit(t *testing.T) {
@@ -47,25 +44,5 @@ func TestMemoryLimit(t *testing.T) {
 				t.Errorf("got %d from %q (%v), want %d from %q", got, from, err, tc.want, tc.from)
 			}
 		})
-	}
-}
-
-// TestGCPercent checks that the proxy runs with gcPercent unless GOGC is
-// set, in which case the runtime's reading of it stands.
-func TestGCPercent(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
-	for _, tc := range []struct {
-		env  string
-		want int
-	}{{"", gcPercent}, {"50", 100}} {
-		t.Setenv("GOGC", tc.env)
-		debug.SetGCPercent(100) // the runtime's reading of GOGC is not ours to check
-		if err := applyMemoryLimit(zap.NewNop()); err != nil {
-			t.Fatal(err)
-		}
-		if got := debug.SetGCPercent(100); got != tc.want {
-			t.Errorf("GOGC=%q: GC percent %d, want %d", tc.env, got, tc.want)
-		}
 	}
 }
