@@ -24,8 +24,11 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "sds.yaml", "config file (the example sds.yaml at the repository root)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("demo: unexpected arguments %q", fs.Args())
 	}
 	file, err := config.Load(*path, config.Options{})
 	if err != nil {

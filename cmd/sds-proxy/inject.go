@@ -28,11 +28,11 @@ func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.UpstreamPort, "upstream-port", 0, "the app's port, the upstream in sds.yaml (needed by -service-target)")
 	fs.BoolVar(&o.Legacy, "legacy-sidecar", false, "add an ordinary container instead of a native sidecar (Kubernetes < 1.29)")
 	fs.BoolVar(&o.ServiceTarget, "service-target", false, "repoint the targetPort of the Services that select an injected pod from -upstream-port to the proxy port 8080")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("inject: unexpected arguments %q (the YAML comes on stdin)", fs.Args())
+		return usageErrorf("inject: unexpected arguments %q (the YAML comes on stdin)", fs.Args())
 	}
 	if err := o.check(); err != nil {
 		return fmt.Errorf("inject: %w", err)

@@ -7,9 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"runtime"
 	"runtime/debug"
 )
 
@@ -39,10 +37,14 @@ func moduleVersion(stamped string, readBuildInfo func() (*debug.BuildInfo, bool)
 // (validate's problem list), so main exits 1 without printing more.
 var errInvalid = errors.New("invalid")
 
-// errUsage ends a command whose command line was wrong, after it printed
-// why (status): main exits 2.
+// errUsage ends a command whose command line was wrong: main exits 2. A
+// bare errUsage has printed why already (the flag package does); one
+// wrapped by usageErrorf carries the reason, which main prints.
 var errUsage = errors.New("usage")
 
+// main runs the command line and turns its error into the exit code
+// (sds-proxy help, exit codes): 0, 1 for an invalid config or a failure,
+// 2 for a wrong command line.
 func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	switch {
@@ -50,46 +52,12 @@ func main() {
 	case errors.Is(err, errInvalid):
 		os.Exit(1)
 	case errors.Is(err, errUsage):
+		if err != errUsage {
+			fmt.Fprintln(os.Stderr, "sds-proxy:", err)
+		}
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "sds-proxy:", err)
 		os.Exit(1)
 	}
 }
-
-// run dispatches a command line: run (the default), validate, status,
-// demo, inject, version.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cmd := "run"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
-	switch cmd {
-	case "run":
-		return runProxy(ctx, args, stderr, nil)
-	case "validate":
-		return validate(ctx, args, stdout, stderr)
-	case "status":
-		return status(ctx, args, stdout, stderr)
-	case "demo":
-		return demo(ctx, args, stdout, stderr)
-	case "inject":
-		return inject(args, os.Stdin, stdout, stderr)
-	case "version":
-		fmt.Fprintf(stdout, "sds-proxy %s %s\n", versionString(), runtime.Version())
-		return nil
-	case "help":
-		fmt.Fprint(stdout, usage)
-		return nil
-	}
-	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
-}
-
-const usage = `usage:
-  sds-proxy [run] [-config sds.yaml] [-listen ADDR] [-upstream URL] [-admin ADDR]
-  sds-proxy validate [-config sds.yaml] [-diff ADMIN_ADDR]
-  sds-proxy status [-admin 127.0.0.1:9901] [-o table|json] [-timeout 5s]
-  sds-proxy demo [-config sds.yaml]
-  sds-proxy inject -image IMAGE [-configmap NAME] [-upstream-port N] [-service-target] [-legacy-sidecar] < in.yaml > out.yaml
-  sds-proxy version
-`

@@ -116,11 +116,11 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.StringVar(&f.opts.Listen, "listen", "", "proxy address, overrides the file's listen")
 	fs.StringVar(&f.opts.Upstream, "upstream", "", "upstream URL, overrides the file's upstream")
 	fs.StringVar(&f.opts.Admin, "admin", "", "admin address, overrides the file's admin")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return f, err
 	}
 	if fs.NArg() > 0 {
-		return f, fmt.Errorf("run: unexpected arguments %q", fs.Args())
+		return f, usageErrorf("run: unexpected arguments %q", fs.Args())
 	}
 	fs.Visit(func(fl *flag.Flag) { f.configGiven = f.configGiven || fl.Name == "config" })
 	return f, nil

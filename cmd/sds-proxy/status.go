@@ -72,10 +72,7 @@ func parseStatusFlags(args []string, stderr io.Writer) (statusFlags, error) {
 	addr := fs.String("admin", defaultAdmin, "admin port: host:port or http://host:port")
 	output := fs.String("o", "table", "output: table or json")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up on the admin port after this long")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sds-proxy status [-admin ADDR] [-o table|json] [-timeout 5s]")
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printUsage(fs) }
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
 		return statusFlags{}, nil

@@ -27,11 +27,11 @@ func validate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	upstream := fs.String("upstream", "", "upstream URL, as given to run (when the file has none)")
 	diffAddr := fs.String("diff", "", "admin port (host:port or http://host:port) of a running proxy: print what applying the file would change there")
 	timeout := fs.Duration("timeout", 5*time.Second, "with -diff: give up on the admin port after this long")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("validate: unexpected arguments %q", fs.Args())
+		return usageErrorf("validate: unexpected arguments %q", fs.Args())
 	}
 	var base string
 	if *diffAddr != "" {

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+)
+
+// command is one subcommand of sds-proxy: a row of commands.
+type command struct {
+	name string
+	// synopsis is the command line after "sds-proxy NAME", as the usage
+	// line shows it.
+	synopsis string
+	// summary says in one line what the command does, for the command
+	// list of sds-proxy help.
+	summary string
+	// run runs the command on the arguments after its name. It parses
+	// them with parseFlags (or prints the same usage on -h), so that
+	// "NAME -h" prints the usage and nothing else happens.
+	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// commands is the table of subcommands, in the order help lists them. It
+// is the one place a subcommand is declared: dispatch, help, the usage of
+// each command's -h and the shell completion scripts all read it.
+func commands() []command {
+	return []command{
+		{"run", "[-config sds.yaml] [-listen ADDR] [-upstream URL] [-admin ADDR]",
+			"run the proxy (the default: sds-proxy -config F is sds-proxy run -config F)",
+			func(ctx context.Context, args []string, _, stderr io.Writer) error {
+				return runProxy(ctx, args, stderr, nil)
+			}},
+		{"validate", "[-config sds.yaml] [-upstream URL] [-diff ADMIN_ADDR] [-timeout 5s]",
+			"check a config file without starting anything (-diff: against a running proxy)",
+			validate},
+		{"status", "[-admin 127.0.0.1:9901] [-o table|json] [-timeout 5s]",
+			"print the state of a running proxy's points, read from its admin port",
+			status},
+		{"demo", "[-config FILE] [-listen ADDR] [-admin ADDR] [-upstream-listen ADDR]",
+			"run the proxy on the built-in example in front of a demo service",
+			demo},
+		{"inject", "-image IMAGE [-configmap NAME] [-upstream-port N] [-service-target] [-legacy-sidecar] < in.yaml > out.yaml",
+			"add the sds-proxy sidecar to the Kubernetes workloads read on stdin",
+			func(_ context.Context, args []string, stdout, stderr io.Writer) error {
+				return inject(args, os.Stdin, stdout, stderr)
+			}},
+		{"version", "", "print the version and the Go version (also --version)", printVersion},
+		{"help", "[COMMAND]", "list the commands, or show one command's flags (also -h, --help)", help},
+	}
+}
+
+// lookup returns the command named name.
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// run dispatches a command line to its command; with none, or with flags
+// first, the command is run. -h, -help and --help are help; -version and
+// --version are version. A command's -h is not an error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	name := "run"
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			name, args = "help", args[1:]
+		case "-version", "--version":
+			name, args = "version", args[1:]
+		default:
+			if !strings.HasPrefix(args[0], "-") {
+				name, args = args[0], args[1:]
+			}
+		}
+	}
+	c, ok := lookup(name)
+	if !ok {
+		return usageErrorf("unknown command %q; sds-proxy help lists the commands", name)
+	}
+	err := c.run(ctx, args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+// usageError is a wrong command line and its reason, which main prints
+// before it exits 2. errors.Is(usageError(...), errUsage) holds.
+type usageError string
+
+func (e usageError) Error() string        { return string(e) }
+func (e usageError) Is(target error) bool { return target == errUsage }
+
+// usageErrorf returns a usageError.
+func usageErrorf(format string, args ...any) error {
+	return usageError(fmt.Sprintf(format, args...))
+}
+
+// parseFlags parses a command's flags; the caller checks the operands
+// left (fs.Args). On -h it prints the command's usage (its synopsis,
+// summary and flags) to the flag set's output and returns flag.ErrHelp,
+// which run turns into success. A wrong flag prints the reason and the
+// usage and returns errUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.Usage = func() { printUsage(fs) }
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return errUsage // the flag package printed why, and the usage
+	}
+	return err
+}
+
+// printUsage prints the usage of the command whose flag set is fs: its
+// usage line, its summary, and its flags with their defaults.
+func printUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	c, _ := lookup(fs.Name())
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", strings.TrimSpace("sds-proxy "+c.name+" "+c.synopsis), c.summary)
+	hasFlags := false
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
+		fmt.Fprintln(w, "\nflags:")
+		fs.PrintDefaults()
+	}
+}
+
+// printVersion is the version command.
+func printVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("version: unexpected arguments %q", fs.Args())
+	}
+	_, err := fmt.Fprintf(stdout, "sds-proxy %s %s\n", versionString(), runtime.Version())
+	return err
+}
+
+// help prints the list of commands, or with an operand that command's
+// usage (as COMMAND -h does), to stdout.
+func help(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("help", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usageErrorf("help: unexpected arguments %q; give one command", fs.Args())
+	}
+	if fs.NArg() == 0 {
+		return writeHelp(stdout)
+	}
+	c, ok := lookup(fs.Arg(0))
+	if !ok {
+		return usageErrorf("help: unknown command %q; sds-proxy help lists the commands", fs.Arg(0))
+	}
+	return c.run(ctx, []string{"-h"}, stdout, stdout)
+}
+
+// writeHelp writes the list of commands, one line each, and the exit
+// codes.
+func writeHelp(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString(`sds-proxy: a sidecar reverse proxy that degrades service points when they
+trip a threshold (timeouts, errors, visits, concurrency, a token bucket), as
+Didi's SDS does. The README has the whole contract.
+
+usage: sds-proxy [COMMAND] [FLAGS]     (run when no command is given)
+
+commands:
+`)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, c := range commands() {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+	}
+	tw.Flush()
+	b.WriteString(`
+sds-proxy help COMMAND, or sds-proxy COMMAND -h, shows a command's flags.
+
+exit codes:
+  0  success (validate: the config is valid, warnings or not)
+  1  an invalid config, or a failure while running
+  2  a wrong command line: unknown command, flag or argument
+`)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

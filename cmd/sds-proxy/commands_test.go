@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestHelpListsEveryCommand: sds-proxy help, -h, -help and --help print
+// the same list, with every command of the table on a line of its own
+// beside its summary, and the exit codes.
+func TestHelpListsEveryCommand(t *testing.T) {
+	t.Parallel()
+	var want string
+	for _, args := range [][]string{{"help"}, {"-h"}, {"-help"}, {"--help"}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+			t.Fatalf("%q: got %v, want no error", args, err)
+		}
+		got := stdout.String()
+		if want == "" {
+			want = got
+		} else if got != want {
+			t.Errorf("%q: got\n%s\nwant the same as sds-proxy help:\n%s", args, got, want)
+		}
+		if stderr.Len() > 0 {
+			t.Errorf("%q: stderr %q, want nothing", args, stderr.String())
+		}
+	}
+	lines := strings.Split(want, "\n")
+	for _, c := range commands() {
+		found := false
+		for _, l := range lines {
+			f := strings.Fields(l)
+			found = found || len(f) > 1 && f[0] == c.name && strings.Join(f[1:], " ") == c.summary
+		}
+		if !found {
+			t.Errorf("help: no line %q beside its summary %q in\n%s", c.name, c.summary, want)
+		}
+	}
+	for _, code := range []string{"0  success", "1  an invalid config", "2  a wrong command line"} {
+		if !strings.Contains(want, code) {
+			t.Errorf("help: want the exit code line %q in\n%s", code, want)
+		}
+	}
+}
+
+// TestCommandTable: each command has a one-line summary, and its usage
+// (help COMMAND, COMMAND -h) starts with its synopsis and is not an
+// error; COMMAND -h does nothing else.
+func TestCommandTable(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, c := range commands() {
+		if seen[c.name] {
+			t.Errorf("command %q: declared twice", c.name)
+		}
+		seen[c.name] = true
+		if c.summary == "" || strings.Contains(c.summary, "\n") || len(c.name)+len(c.summary) > 90 {
+			t.Errorf("command %q: summary %q, want one line of at most 90 characters with the name", c.name, c.summary)
+		}
+		wantUsage := strings.TrimSpace("usage: sds-proxy " + c.name + " " + c.synopsis)
+		var help, helpErr bytes.Buffer
+		if err := run(context.Background(), []string{"help", c.name}, &help, &helpErr); err != nil {
+			t.Errorf("help %s: got %v, want no error", c.name, err)
+		}
+		if !strings.HasPrefix(help.String(), wantUsage+"\n") || !strings.Contains(help.String(), c.summary) {
+			t.Errorf("help %s: got\n%s\nwant it to start with %q and hold the summary", c.name, help.String(), wantUsage)
+		}
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), []string{c.name, "-h"}, &stdout, &stderr); err != nil {
+			t.Errorf("%s -h: got %v, want no error", c.name, err)
+		}
+		if stderr.String() != help.String() || stdout.Len() > 0 {
+			t.Errorf("%s -h: stdout %q, stderr\n%s\nwant nothing on stdout and the usage help %s prints on stderr", c.name, stdout.String(), stderr.String(), c.name)
+		}
+	}
+}
+
+// TestVersionAliases: -version and --version are version.
+func TestVersionAliases(t *testing.T) {
+	t.Parallel()
+	want := "sds-proxy " + versionString() + " " + runtime.Version() + "\n"
+	for _, args := range [][]string{{"version"}, {"-version"}, {"--version"}} {
+		var stdout bytes.Buffer
+		if err := run(context.Background(), args, &stdout, &bytes.Buffer{}); err != nil || stdout.String() != want {
+			t.Errorf("%q: got %q, %v, want %q", args, stdout.String(), err, want)
+		}
+	}
+}
+
+// TestUsageErrors: a wrong command line is errUsage (exit 2), with a
+// reason for the user on stderr or in the error.
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		why  string // in stderr or in the error's text
+	}{
+		{[]string{"bogus"}, `unknown command "bogus"`},
+		{[]string{"help", "bogus"}, `unknown command "bogus"`},
+		{[]string{"help", "run", "demo"}, `unexpected arguments ["run" "demo"]`},
+		{[]string{"-bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"run", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"validate", "-config"}, "flag needs an argument: -config"},
+		{[]string{"demo", "-nope"}, "flag provided but not defined: -nope"},
+		{[]string{"inject", "in.yaml"}, `unexpected arguments ["in.yaml"]`},
+		{[]string{"version", "extra"}, `unexpected arguments ["extra"]`},
+	} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), tc.args, &bytes.Buffer{}, &stderr)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("%q: got %v, want errUsage", tc.args, err)
+			continue
+		}
+		if msg := stderr.String() + " " + err.Error(); !strings.Contains(msg, tc.why) {
+			t.Errorf("%q: got %q, want %q in it", tc.args, msg, tc.why)
+		}
+	}
+}
