@@ -48,16 +48,18 @@ type Fallback struct {
 const grpcUnavailable = 14
 
 // reason is why a request is answered with its point's fallback: the
-// strategy that degraded it and whether the point was in its delay. The
-// zero reason (no strategy) is a failed upstream call on a point with
-// FallbackOnError, marked upstream_error.
+// strategy that degraded it and whether the point was in its delay, or an
+// operator's switch (forced, with no strategy). The zero reason (no
+// strategy) is a failed upstream call on a point with FallbackOnError,
+// marked upstream_error.
 type reason struct {
 	strategy limiter.Strategy
 	delay    bool
+	forced   bool
 }
 
 // verdictReason is the reason of a degraded verdict.
-func verdictReason(v limiter.Verdict) reason { return reason{v.Strategy, v.Delay} }
+func verdictReason(v limiter.Verdict) reason { return reason{strategy: v.Strategy, delay: v.Delay} }
 
 // fallbackHandler is a point's fallback: the one http.Handler that serves
 // every degraded answer of the point (a strategy's trip, its delay, a failed
@@ -74,7 +76,7 @@ type fallbackHandler struct {
 	fallback Fallback         // its Header and Body are the handler's own copies
 	settings limiter.Settings // for Retry-After
 	// answers holds each answer once built, by reason: [strategy][delay],
-	// where [0][0] is upstream_error and [0][1] is unused.
+	// where [0][0] is upstream_error and [0][1] forced.
 	answers [limiter.LastStrategy + 1][2]atomic.Pointer[answer]
 }
 
@@ -153,6 +155,9 @@ func buildAnswer(name string, f Fallback, s limiter.Settings, why reason) answer
 // strategyName is the strategy the default body names: the strategy, or
 // upstream_error.
 func strategyName(why reason) string {
+	if why.forced {
+		return "forced"
+	}
 	if why.strategy == 0 {
 		return "upstream_error"
 	}
@@ -207,9 +212,13 @@ func grpcPercentEncode(s string) string {
 // answer is kept and both get it.
 func (fh *fallbackHandler) answer(why reason) *answer {
 	delay := 0
-	if why.delay && why.strategy != 0 {
+	switch {
+	case why.forced:
+		why = reason{forced: true}
 		delay = 1
-	} else {
+	case why.delay && why.strategy != 0:
+		delay = 1
+	default:
 		why.delay = false // upstream_error has no delay form
 	}
 	slot := &fh.answers[why.strategy][delay]

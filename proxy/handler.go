@@ -55,6 +55,7 @@ type Handler struct {
 	plain   http.RoundTripper // http/https upstreams
 	h2c     http.RoundTripper // h2c upstreams, built on first use
 	alarms  alarms            // the upstream clocks' alarms of the calls in flight
+	forces  forces            // operators' switches by point name (force.go)
 }
 
 // snapshot is a Config with what the request path derives from it: the
@@ -119,6 +120,7 @@ func (h *Handler) Swap(cfg *Config) {
 	}
 	s.router = newRouter(cfg.Routes)
 	h.current.Store(s)
+	h.dropForces(cfg)
 }
 
 // Config returns the configuration in force.
@@ -177,6 +179,9 @@ type call struct {
 	// upstreamFailed: a read of the upstream's response body failed. Only
 	// the request's goroutine, which copies the body, touches it.
 	upstreamFailed bool
+	// forced is the operator's switch the request was answered under;
+	// 0 when it was judged (force.go).
+	forced ForceAction
 
 	// bodyFailed: the client's request body failed to read. Atomic: the
 	// transport reads the body on its own goroutine, which can outlive the
@@ -228,8 +233,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := &call{h: h, snap: s, point: p, metrics: s.metrics[p], path: rewritten}
-	pressure := s.PressureTestHeader != "" && isTrue(r.Header.Get(s.PressureTestHeader))
 	now := h.now()
+	if f := h.forces.active(p.name, now); f != nil {
+		h.serveForced(w, r, c, f, now)
+		return
+	}
+	pressure := s.PressureTestHeader != "" && isTrue(r.Header.Get(s.PressureTestHeader))
 	c.verdict = p.lim.Enter(&c.lim, now, pressure)
 	h.pointEvents(p, c.verdict, c.verdict.Events, now, byRequest)
 	if !c.verdict.Allowed {
@@ -439,6 +448,7 @@ func (h *Handler) access(r *http.Request, c *call, status int, upstream time.Dur
 		zap.Bool("degraded", !c.verdict.Allowed),
 		zap.Bool("shadow", c.verdict.Shadow),
 		zap.Duration("upstream_latency", upstream),
+		forcedField(c.forced),
 	)
 }
 

@@ -42,6 +42,8 @@ type Metrics struct {
 	watchModes []string        // the mode labels of watchMode
 
 	traffic traffic // Sample's recent figures per point (traffic.go)
+
+	force forceMetrics // operators' switches (force.go)
 }
 
 // Upstream error kinds of sds_upstream_errors_total.
@@ -194,6 +196,7 @@ func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
 	m.reloads.WithLabelValues("failure")
 	m.lastOK.Set(1)
 	m.lastOKTime.SetToCurrentTime()
+	m.force = newForceMetrics(reg)
 	reg.MustRegister(m.duration, m.unrouted, m.rejected,
 		m.reloads, m.lastOK, m.lastOKTime, m.watchMode, m.collector)
 	return m

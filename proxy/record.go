@@ -48,6 +48,7 @@ func (h *Handler) Tick(now time.Time) {
 	for _, p := range h.Points() {
 		h.pointEvents(p, limiter.Verdict{}, p.lim.Settle(now), now, bySettle)
 	}
+	h.expireForces(now)
 	if h.opts.Events != nil {
 		h.opts.Events.Flush(now)
 	}

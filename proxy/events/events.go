@@ -32,6 +32,12 @@ const (
 	Reload Kind = "reload"
 	// ReloadRejected: a changed config was refused; the last good one serves.
 	ReloadRejected Kind = "reload_rejected"
+	// Force: an operator switched a point to degrade or pass every
+	// request until a time (the admin port's POST /points/{name}/force).
+	Force Kind = "force"
+	// ForceEnd: a point's switch ended: cleared, its time passed, or the
+	// point left the config.
+	ForceEnd Kind = "force_end"
 )
 
 // Event is one entry of the history.
