@@ -1,7 +1,9 @@
-// Package admin is sds-proxy's read-only admin port: health and readiness
-// probes, the Prometheus metrics, the /status document and the dashboard.
-// It reads the request path only through Points (a *proxy.Handler is one)
-// and never writes to it; the request path does not know it exists.
+// Package admin is sds-proxy's admin port: health and readiness probes,
+// the Prometheus metrics, the /status document and the dashboard, all
+// read-only, and, only when a bearer token is configured, the operators'
+// switches (POST and DELETE /points/{name}/force). It reads the request
+// path through Points (a *proxy.Handler is one) and writes to it only
+// through Switches; the request path does not know it exists.
 package admin
 
 import (
@@ -72,6 +74,15 @@ type Options struct {
 	Traffic func(point string, now time.Time) (proxy.Traffic, bool)
 	// Version is the build's version, shown on /status.
 	Version string
+	// Switches are the operators' switches: set and cleared by the
+	// force endpoints, shown on /status. nil: no switch is shown and the
+	// force endpoints do not exist.
+	Switches Switches
+	// Token returns the bearer token of the force endpoints, read from
+	// adminTokenFile on each load of the config; nil, or a nil or empty
+	// token, and the force endpoints do not exist (404), as when the
+	// file names none.
+	Token func() []byte
 }
 
 // History is how far back /status shows events: the dashboard's timeline.
@@ -94,6 +105,21 @@ const (
 //	GET /config   the config file in force, as it was read (application/yaml), its path
 //	              in the Sds-Config-Path header; 404 without a config file.
 //	GET /         the dashboard: one self-contained page that polls /status.
+//
+// With Switches and a Token (adminTokenFile), and only then, the port also
+// answers the operators' switches (README, "Runtime switches"):
+//
+//	POST   /points/{name}/force  body {"action": "degrade"|"pass", "ttl": "10m", "reason": "..."}:
+//	                             sets the point's switch, replacing any; 200 with the switch as JSON
+//	                             {"point", "action", "reason", "since", "until"}.
+//	DELETE /points/{name}/force  clears it; 200 with the switch, "until" now; 404 when it has none.
+//
+// Both need "Authorization: Bearer <token>" (compared in constant time;
+// 401 with WWW-Authenticate otherwise). Other methods get 405. The body is
+// application/json (else 415), at most MaxForceBody bytes (else 413), one
+// object with exactly the three fields; a bad action, a ttl that is not a
+// Go duration in (0, 24h], a missing, empty or multi-line reason: 400; a
+// point not in force: 404. Without a token every method gets 404.
 //
 // The /status document (application/json; field names are stable, times
 // are RFC 3339 in UTC, durations are Go duration strings such as "250ms",
@@ -151,14 +177,19 @@ const (
 //	        "bucketSeconds": 1,
 //	        "buckets": [{"visits": n, "degraded": n, "exceptions": n, "timeouts": n}, ...]  // oldest first
 //	      },
-//	      "events": [event, ...]           // this point's events of the last 15 minutes, oldest first, at most 50
+//	      "events": [event, ...],          // this point's events of the last 15 minutes, oldest first, at most 50
+//	      "forced": {"action": "degrade" | "pass", "reason": "...", "since": time, "until": time}
+//	                                       // an operator's switch in force; omitted when none. While it is,
+//	                                       // state and strategies are still the limiter's: what requests get
+//	                                       // once it ends
 //	    }
 //	  ]
 //	}
 //
 // An event is
 //
-//	{"at": time, "kind": "trip" | "recover" | "delay_start" | "delay_end" | "probe" | "probe_failed" | "reload" | "reload_rejected",
+//	{"at": time, "kind": "trip" | "recover" | "delay_start" | "delay_end" | "probe" | "probe_failed" | "reload" | "reload_rejected" |
+//	       "force" | "force_end",  // force: "degrade for 10m0s: <reason>"; force_end: "<action> ended: <cause>"
 //	 "point": "orders.read",   // omitted for reloads
 //	 "strategy": "visit",      // trip, delay_start, probe, probe_failed
 //	 "shadow": true,           // omitted when false: an event of a shadow point, nothing was degraded
@@ -182,6 +213,7 @@ func New(opts Options) http.Handler {
 	mux.HandleFunc("GET /status", a.status)
 	mux.HandleFunc("GET /config", a.config)
 	mux.HandleFunc("GET /{$}", serveDashboard)
+	mux.HandleFunc("/points/{name}/force", a.force)
 	return mux
 }
 
@@ -221,6 +253,7 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 		Points: make([]pointJSON, 0, len(snapshots)),
 	}
 	since := now.Add(-History)
+	forces := a.statusForces(now)
 	if a.opts.Events != nil {
 		doc.Events = statusEvents(a.opts.Events.Since(since), MaxEvents)
 	}
@@ -231,6 +264,7 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 				p.Traffic = statusTraffic(t)
 			}
 		}
+		p.Forced = forces[sn.Name]
 		p.Events = []eventJSON{}
 		if a.opts.Events != nil {
 			p.Events = statusEvents(a.opts.Events.PointSince(sn.Name, since), MaxPointEvents)
@@ -297,6 +331,7 @@ type (
 		Thresholds thresholdsJSON `json:"thresholds"`
 		Series     seriesJSON     `json:"series"`
 		Events     []eventJSON    `json:"events"`
+		Forced     *forcedJSON    `json:"forced,omitempty"`
 	}
 	readingJSON struct {
 		Strategy  string `json:"strategy"`
