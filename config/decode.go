@@ -96,11 +96,14 @@ func (d *decoded) good(ls ...loc) bool {
 }
 
 // decoder walks the YAML node tree by the schema of sds.yaml (README,
-// Configuration).
+// Configuration; the keys are defined in keys.go).
 type decoder struct {
 	p      *problems
 	out    *decoded
 	budget int
+	// setters, when not nil, records the keys each section's setters
+	// decode, for TestDecoderKeys; nil while decoding for real.
+	setters map[*section][]string
 }
 
 // setter decodes the value v of key into its destination.
@@ -205,20 +208,10 @@ func firstBadLine(data []byte) int {
 	return lo
 }
 
-var (
-	topKeys      = []string{"listen", "h2c", "upstream", "admin", "forwardedHeaders", "window", "buckets", "pressureTestHeader", "accessLog", "drainTimeout", "maxConnections", "tls", "routes", "points"}
-	tlsKeys      = []string{"certFile", "keyFile", "acme"}
-	acmeKeys     = []string{"domains", "email", "ca", "caRoot", "storage", "httpListen"}
-	routeKeys    = []string{"point", "match"}
-	matchKeys    = []string{"methods", "path", "pathPrefix", "host"}
-	pointKeys    = []string{"timeoutThreshold", "timeoutCountThreshold", "visitThreshold", "concurrentThreshold", "exceptionThreshold", "exceptionRateThreshold", "exceptionRateStart", "tokenBucketGeneratedTokensInSecond", "tokenBucketSize", "downgradeRate", "delayTime", "retryInterval", "pressureTestDowngrade", "mode", "upstreamTimeout", "fallbackOnError", "fallback"}
-	fallbackKeys = []string{"status", "headers", "body", "bodyFile", "grpcStatus", "grpcMessage"}
-)
-
 // top decodes the top-level mapping.
 func (d *decoder) top(n *yaml.Node) {
 	f := d.out.f
-	d.fields(n, "at the top level", loc{}, topKeys, map[string]setter{
+	d.fields(n, "at the top level", loc{}, topSection, map[string]setter{
 		"listen":             d.str(&f.Listen),
 		"h2c":                d.boolean(&f.H2C),
 		"upstream":           d.str(&f.Upstream),
@@ -238,12 +231,12 @@ func (d *decoder) top(n *yaml.Node) {
 
 // tls decodes the tls mapping into t.
 func (d *decoder) tls(n *yaml.Node, t *TLS) {
-	d.fields(n, "in tls", loc{field: "tls."}, tlsKeys, map[string]setter{
+	d.fields(n, "in tls", loc{field: "tls."}, tlsSection, map[string]setter{
 		"certFile": d.str(&t.CertFile),
 		"keyFile":  d.str(&t.KeyFile),
 		"acme": func(_ string, v *yaml.Node) {
 			t.ACME = &ACME{}
-			d.fields(v, "in tls.acme", loc{field: "tls.acme."}, acmeKeys, map[string]setter{
+			d.fields(v, "in tls.acme", loc{field: "tls.acme."}, acmeSection, map[string]setter{
 				"domains":    d.strings(loc{field: "tls.acme.domains"}, &t.ACME.Domains),
 				"email":      d.str(&t.ACME.Email),
 				"ca":         d.str(&t.ACME.CA),
@@ -276,10 +269,10 @@ func (d *decoder) routes(n *yaml.Node) {
 			d.out.f.Routes = append(d.out.f.Routes, r)
 			continue
 		}
-		d.fields(item, scope, base, routeKeys, map[string]setter{
+		d.fields(item, scope, base, routeSection, map[string]setter{
 			"point": d.str(&r.Point),
 			"match": func(_ string, v *yaml.Node) {
-				d.fields(v, fmt.Sprintf("in the match of route %d", i+1), loc{route: i + 1, field: "match."}, matchKeys, map[string]setter{
+				d.fields(v, fmt.Sprintf("in the match of route %d", i+1), loc{route: i + 1, field: "match."}, matchSection, map[string]setter{
 					"methods":    d.strings(loc{route: i + 1, field: "match.methods"}, &r.Methods),
 					"path":       d.str(&r.Path),
 					"pathPrefix": d.str(&r.PathPrefix),
@@ -307,7 +300,7 @@ func (d *decoder) points(n *yaml.Node) {
 		if m := d.resolve(v); m.Kind != yaml.MappingNode && m.ShortTag() != "!!null" {
 			d.out.bad[base] = true
 		}
-		d.fields(v, scope, base, pointKeys, map[string]setter{
+		d.fields(v, scope, base, pointSection, map[string]setter{
 			"timeoutThreshold":                   d.duration(&p.TimeoutThreshold),
 			"timeoutCountThreshold":              d.threshold(&p.TimeoutCountThreshold),
 			"visitThreshold":                     d.threshold(&p.VisitThreshold),
@@ -371,7 +364,7 @@ func (d *decoder) delay(dst *time.Duration) setter {
 
 // fallback decodes the fallback of point into fb; a bodyFile is read later.
 func (d *decoder) fallback(n *yaml.Node, point string, fb *Fallback) {
-	d.fields(n, fmt.Sprintf("in the fallback of point %q", point), loc{point: point, field: "fallback."}, fallbackKeys, map[string]setter{
+	d.fields(n, fmt.Sprintf("in the fallback of point %q", point), loc{point: point, field: "fallback."}, fallbackSection, map[string]setter{
 		"status":  integer(d, &fb.Status),
 		"headers": func(_ string, v *yaml.Node) { d.headers(v, point, fb) },
 		"body": func(key string, v *yaml.Node) {

@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -69,17 +70,21 @@ func (d *decoder) entries(n *yaml.Node, what, want string, each func(key string,
 	}
 }
 
-// fields decodes the mapping n whose keys must be among known, recording
-// each key's position under base (base.field is the prefix of the key).
-func (d *decoder) fields(n *yaml.Node, scope string, base loc, known []string, set map[string]setter) {
+// fields decodes the mapping n, whose keys must be among those sec
+// defines, with the setter of each; it records each key's position under
+// base (base.field is the prefix of the key).
+func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, set map[string]setter) {
+	if d.setters != nil {
+		d.setters[sec] = slices.Sorted(maps.Keys(set))
+	}
 	what := strings.TrimPrefix(strings.TrimPrefix(scope, "in "), "at ")
 	if base.field != "" {
 		what = strings.TrimSuffix(base.field, ".")
 	}
 	d.entries(n, what, "a mapping", func(key string, k, v *yaml.Node) {
 		s, ok := set[key]
-		if !ok {
-			d.p.add(pos{k.Line, k.Column}, "unknown key %q %s%s", key, scope, suggest(key, known))
+		if !ok || !sec.has(key) {
+			d.p.add(pos{k.Line, k.Column}, "unknown key %q %s%s", key, scope, suggest(key, sec.names()))
 			return
 		}
 		l := base

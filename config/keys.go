@@ -1,0 +1,246 @@
+package config
+
+// The keys of sds.yaml, defined once. The decoder accepts a key in a
+// mapping only when the mapping's section defines it (any other is an
+// "unknown key", with the nearest defined one suggested), and Schema
+// generates the JSON Schema of the file from the same sections, with each
+// key's description, type, default, unit and the limits that validation
+// enforces. A key the decoder reads must be defined here: TestDecoderKeys
+// fails otherwise.
+//
+// To add a key: define it in its section below (name, kind, doc, and its
+// default, unit, enum or bounds where it has them), give the decoder a
+// setter for it, and run go test ./config: the schema test then asks for
+// docs/sds.schema.json to be regenerated (go run ./cmd/sds-proxy schema).
+
+import (
+	"math"
+	"time"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+)
+
+// kind is the type of a key's value, as the file writes it.
+type kind int
+
+const (
+	kindString    kind = iota + 1 // a string
+	kindBool                      // true or false
+	kindInt                       // an integer
+	kindThreshold                 // an integer; a negative one (SDS's -1) is off
+	kindDuration                  // a Go duration such as 250ms, or an integer of milliseconds
+	kindStrings                   // a list of strings
+	kindHeaders                   // a mapping of header names to a value or a list of values
+	kindMapping                   // a mapping of the keys of section
+	kindList                      // a list of mappings of the keys of section
+	kindNamed                     // a mapping of names to mappings of the keys of section
+)
+
+// key defines one key of sds.yaml. The zero value of each optional field
+// means "none".
+type key struct {
+	name string
+	kind kind
+	// doc says what the key does, for people: the schema's description.
+	doc string
+	// def is the default as the file would write it (string, bool or
+	// int64); nil when an absent key has no value to state.
+	def any
+	// unit is the unit of a number or duration, for the description.
+	unit string
+	// enum lists the values a string may take.
+	enum []string
+	// min and max bound an integer, both inclusive (for a duration, its
+	// integer of milliseconds): what validation rejects beyond them.
+	min, max *int64
+	// minLength and maxLength bound a string, in characters.
+	minLength, maxLength int
+	// pattern is a regular expression a string must match (for
+	// kindStrings each item, for kindNamed each name).
+	pattern string
+	// maxItems bounds a list's items or a named mapping's names.
+	maxItems int
+	// section holds the keys of a kindMapping, kindList or kindNamed.
+	section *section
+}
+
+// section is the set of keys one kind of mapping in sds.yaml accepts.
+type section struct {
+	// name names the section in the schema's definitions ("" for the top
+	// level).
+	name string
+	// doc describes the mapping, for the schema.
+	doc  string
+	keys []key
+	// index maps each key's name to its place in keys.
+	index map[string]int
+}
+
+// newSection returns the section of keys, indexed by name.
+func newSection(name, doc string, keys ...key) *section {
+	s := &section{name: name, doc: doc, keys: keys, index: make(map[string]int, len(keys))}
+	for i, k := range keys {
+		s.index[k.name] = i
+	}
+	return s
+}
+
+// has reports whether the section defines the key name.
+func (s *section) has(name string) bool { _, ok := s.index[name]; return ok }
+
+// names returns the section's key names in definition order.
+func (s *section) names() []string {
+	out := make([]string, len(s.keys))
+	for i, k := range s.keys {
+		out[i] = k.name
+	}
+	return out
+}
+
+// bound returns a pointer to n, for key.min and key.max.
+func bound(n int64) *int64 { return &n }
+
+// The sections of sds.yaml. They are read-only: nothing changes them
+// after package initialisation.
+var (
+	topSection = newSection("", "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (README, Configuration).",
+		key{name: "listen", kind: kindString, def: DefaultListen,
+			doc: "The proxy port's address, host:port. Changing it needs a restart."},
+		key{name: "h2c", kind: kindBool, def: false,
+			doc: "Also accept cleartext HTTP/2 on the proxy port (gRPC inside a pod). Changing it needs a restart."},
+		key{name: "upstream", kind: kindString,
+			doc: "The service's base URL: http://, https://, or h2c:// for cleartext HTTP/2, with a host and no path. Required here or as -upstream."},
+		key{name: "admin", kind: kindString, def: DefaultAdmin,
+			doc: "The admin port's address, host:port: /healthz, /readyz, /metrics, /status and the dashboard. Changing it needs a restart."},
+		key{name: "forwardedHeaders", kind: kindBool, def: true,
+			doc: "Set X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host for the upstream."},
+		key{name: "window", kind: kindDuration, def: DefaultWindow.String(), min: bound(1),
+			doc: "The length of every point's sliding window; it splits evenly into buckets of at least 1ms."},
+		key{name: "buckets", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
+			doc: "How many buckets split the window."},
+		key{name: "pressureTestHeader", kind: kindString, minLength: 1, pattern: tokenPattern,
+			doc: "The request header that marks pressure-test traffic when its value is 1 or true. Absent: no request is pressure-test traffic."},
+		key{name: "accessLog", kind: kindBool, def: false,
+			doc: "Log one line per request: point, status, strategy, upstream latency."},
+		key{name: "drainTimeout", kind: kindDuration, def: DefaultDrainTimeout.String(), min: bound(0),
+			doc: "How long SIGTERM waits for requests in flight before exiting; 0 exits without waiting."},
+		key{name: "maxConnections", kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
+			doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."},
+		key{name: "tls", kind: kindMapping, section: tlsSection,
+			doc: "Inbound TLS: certFile and keyFile, or acme. Changing it needs a restart."},
+		key{name: "routes", kind: kindList, section: routeSection, maxItems: maxRoutes,
+			doc: "Map requests to points; the first match wins. A request that matches no route is proxied unprotected."},
+		key{name: "points", kind: kindNamed, section: pointSection, maxItems: maxPoints, pattern: pointNamePattern,
+			doc: "The protected points by name (letters, digits, '.', '_', '-'): thresholds, delay, mode and fallback. Every point is named by a route."},
+	)
+
+	tlsSection = newSection("tls", "Inbound TLS: a certificate pair, or certificates from an ACME CA.",
+		key{name: "certFile", kind: kindString, minLength: 1,
+			doc: "The PEM certificate (chain); with keyFile. Reloaded when it changes. A relative path is resolved against the config file's directory."},
+		key{name: "keyFile", kind: kindString, minLength: 1,
+			doc: "The PEM private key of certFile. A relative path is resolved against the config file's directory."},
+		key{name: "acme", kind: kindMapping, section: acmeSection,
+			doc: "Obtain certificates from an ACME CA (instead of certFile and keyFile)."},
+	)
+
+	acmeSection = newSection("acme", "Certificates from an ACME CA, such as Let's Encrypt.",
+		key{name: "domains", kind: kindStrings,
+			doc: "The host names to obtain certificates for; at least one, no wildcards."},
+		key{name: "email", kind: kindString,
+			doc: "The ACME account's contact address."},
+		key{name: "ca", kind: kindString,
+			doc: "The ACME directory URL. Absent: Let's Encrypt production."},
+		key{name: "caRoot", kind: kindString, minLength: 1,
+			doc: "A PEM file of the root certificate(s) to trust when talking to ca, for a private ACME server. Absent: the system's roots."},
+		key{name: "storage", kind: kindString, minLength: 1,
+			doc: "The directory holding the ACME account, keys and certificates. Absent: certmagic's default ($XDG_DATA_HOME/certmagic)."},
+		key{name: "httpListen", kind: kindString, minLength: 1,
+			doc: "A cleartext host:port that answers HTTP-01 challenges. Absent: only TLS-ALPN-01, on the proxy port."},
+	)
+
+	routeSection = newSection("route", "A route: the requests it matches go to its point.",
+		key{name: "point", kind: kindString, minLength: 1,
+			doc: "The point the matched requests go to; defined under points."},
+		key{name: "match", kind: kindMapping, section: matchSection,
+			doc: "What the request must match; every condition given must hold. {} matches every request."},
+	)
+
+	matchSection = newSection("match", "The conditions of a route; every one given must hold.",
+		key{name: "methods", kind: kindStrings, maxItems: maxMethods, pattern: methodPattern,
+			doc: "The request's method is one of these (upper case, such as [GET, HEAD]). Absent: any method."},
+		key{name: "path", kind: kindString, pattern: "^/",
+			doc: "The exact path, starting with /. Normalised as requests are."},
+		key{name: "pathPrefix", kind: kindString, pattern: "^/",
+			doc: "A path prefix, starting with /. Normalised as requests are."},
+		key{name: "host", kind: kindString, minLength: 1,
+			doc: "The request's host, with or without a port. Absent: any host."},
+	)
+
+	pointSection = newSection("point", "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
+		key{name: "timeoutThreshold", kind: kindDuration, def: int64(-1), unit: "a duration, or an integer of milliseconds",
+			doc: "An upstream call running longer than this counts as a timeout, once, when it passes it. -1: off. Needs timeoutCountThreshold."},
+		key{name: "timeoutCountThreshold", kind: kindThreshold, def: int64(-1), unit: "timeouts per window",
+			doc: "Degrade when this many timeouts are in the window (5 trips on the 5th). Needs timeoutThreshold."},
+		key{name: "visitThreshold", kind: kindThreshold, def: int64(-1), unit: "requests per window",
+			doc: "Degrade when the window holds more than this many requests not degraded. 0 degrades every request (an off switch for the point)."},
+		key{name: "concurrentThreshold", kind: kindThreshold, def: int64(-1), unit: "calls in flight",
+			doc: "Degrade when more than this many upstream calls would be in flight."},
+		key{name: "exceptionThreshold", kind: kindThreshold, def: int64(-1), unit: "exceptions per window",
+			doc: "Degrade when this many exceptions (transport errors, upstreamTimeout, 5xx) are in the window."},
+		key{name: "exceptionRateThreshold", kind: kindThreshold, def: int64(-1), max: bound(100), unit: "percent",
+			doc: "Degrade when exceptions are at least this percent of the window's requests not degraded."},
+		key{name: "exceptionRateStart", kind: kindInt, def: int64(0), unit: "requests per window",
+			doc: "The exception rate is not judged until the window holds more requests than this. Needs exceptionRateThreshold."},
+		key{name: "tokenBucketGeneratedTokensInSecond", kind: kindThreshold, def: int64(-1), max: bound(limiter.MaxTokensPerSecond), unit: "tokens per second",
+			doc: "A token bucket filled at this rate, full at start; a forwarded request takes a token, and none left degrades."},
+		key{name: "tokenBucketSize", kind: kindThreshold, def: int64(-1), unit: "tokens",
+			doc: "The token bucket's capacity: max(tokenBucketSize, tokenBucketGeneratedTokensInSecond). Needs tokenBucketGeneratedTokensInSecond."},
+		key{name: "downgradeRate", kind: kindInt, def: int64(100), min: bound(0), max: bound(100), unit: "percent",
+			doc: "The percent of tripped requests actually degraded; 0 degrades none (strategies are still judged and reported)."},
+		key{name: "delayTime", kind: kindDuration, def: int64(0), min: bound(-1), unit: "a duration, or an integer of milliseconds",
+			doc: "After a trip, keep degrading this long without judging the strategies. 0 or -1: no delay."},
+		key{name: "retryInterval", kind: kindDuration, def: int64(0), min: bound(-1), unit: "a duration, or an integer of milliseconds",
+			doc: "During the delay, let one probe through this often; a good probe ends the delay. Shorter than delayTime. 0 or -1: no probes."},
+		key{name: "pressureTestDowngrade", kind: kindBool, def: false,
+			doc: "Degrade pressure-test traffic (see pressureTestHeader) on this point at once."},
+		key{name: "mode", kind: kindString, def: "enforce", enum: []string{"enforce", "shadow"},
+			doc: "enforce degrades; shadow never degrades but counts, logs and reports what it would degrade (header Sds-Shadow-Degraded)."},
+		key{name: "upstreamTimeout", kind: kindDuration, def: int64(-1), min: bound(-1), unit: "a duration, or an integer of milliseconds",
+			doc: "A hard deadline for the upstream call, counted as an exception when passed. -1: none."},
+		key{name: "fallbackOnError", kind: kindBool, def: false,
+			doc: "Answer the fallback instead of 502 or 504 when the upstream call fails (transport error or upstreamTimeout)."},
+		key{name: "fallback", kind: kindMapping, section: fallbackSection,
+			doc: "The answer of a degraded request. Absent: 429 with Retry-After for visit and token_bucket, 503 otherwise."},
+	)
+
+	fallbackSection = newSection("fallback", "The answer of a degraded request; it carries Sds-Degraded: STRATEGY; point=NAME.",
+		key{name: "status", kind: kindInt, min: bound(200), max: bound(599), unit: "HTTP status",
+			doc: "The status. Absent: 429 for visit and token_bucket trips, 503 otherwise."},
+		key{name: "headers", kind: kindHeaders,
+			doc: "Response headers: a name and a value, or a list of values."},
+		key{name: "body", kind: kindString,
+			doc: "The response body (or bodyFile, not both)."},
+		key{name: "bodyFile", kind: kindString,
+			doc: "A file holding the response body, read when the config loads; relative to the config file's directory."},
+		key{name: "grpcStatus", kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
+			doc: "The grpc-status gRPC calls get instead of the HTTP answer (14 UNAVAILABLE, 8 RESOURCE_EXHAUSTED ...)."},
+		key{name: "grpcMessage", kind: kindString, minLength: 1, maxLength: maxGRPCMessage,
+			doc: "The grpc-message gRPC calls get. Absent: a message naming the point and the strategy."},
+	)
+)
+
+// Patterns of the schema, the same rules validation applies.
+const (
+	// tokenPattern is an RFC 9110 token (isToken): a header name.
+	tokenPattern = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+	// methodPattern is a token in upper case: a method as routes match it.
+	methodPattern = "^[!#$%&'*+.^_`|~0-9A-Z-]+$"
+	// pointNamePattern is a point's name (isNameChar, maxNameLen).
+	pointNamePattern = "^[A-Za-z0-9._-]{1,128}$"
+	// durationPattern is what time.ParseDuration reads, and a little more.
+	durationPattern = `^[-+]?(0|([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+)$`
+)
+
+// maxMillis is the largest duration the decoder accepts as an integer of
+// milliseconds (and -maxMillis the smallest).
+const maxMillis = math.MaxInt64 / int64(time.Millisecond)
