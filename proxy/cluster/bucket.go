@@ -1,0 +1,202 @@
+package cluster
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Bucket is one point's shared token bucket as this proxy sees it: the
+// tokens of its current lease, the credit the last answer allows, and the
+// local share it counts on while Redis fails. Take is safe for concurrent
+// use and never waits; the rest of its state belongs to the Client's loop.
+//
+// The error bound (README, "Fleet-wide budgets"): every token a proxy
+// spends was granted by Redis, or spent on credit and charged at its next
+// call, so over any span T the proxies together admit at most
+// size + TokensPerSecond×T + the credit outstanding, and the credit each
+// proxy may spend is at most the shared level its last answer showed,
+// divided by Replicas (so at most size across Replicas proxies; 0 while the
+// bucket is empty, the case of sustained overload). Tokens leased but not
+// spent are given back at the next call; they are missing from the
+// others' view for at most a Tick, and for LeaseTTL when their proxy dies.
+type Bucket struct {
+	c          *Client
+	name, key  string
+	rate, size int64
+
+	// held is the tokens of the lease in hand, below 0 by what was spent
+	// on credit; credit is how far below 0 it may go. expiry (Unix ns)
+	// is when the lease and its credit end. asked counts Take calls.
+	held   atomic.Int64
+	credit atomic.Int64
+	expiry atomic.Int64
+	asked  atomic.Int64
+	// poked: Take asked the loop for an early call since the last one.
+	poked atomic.Bool
+
+	// The local share while Redis fails: a GCRA of TokensPerSecond ÷
+	// Replicas tokens per second holding max(1, size ÷ Replicas). tat is
+	// the theoretical arrival time in Unix ns.
+	localInterval  int64
+	localTolerance int64
+	tat            atomic.Int64
+
+	// level is the shared bucket's level at the last answer, after its
+	// grant; levelAt is when (Unix ns, 0 before the first answer).
+	level   atomic.Int64
+	levelAt atomic.Int64
+
+	// The loop's own: the demand estimate (tokens per second), the asked
+	// count at the last tick, and when it last called for this bucket.
+	demand    float64
+	lastAsked int64
+	lastTick  time.Time
+	lastCall  time.Time
+}
+
+func newBucket(c *Client, name string, rate, size int64) *Bucket {
+	b := &Bucket{c: c, name: name, key: c.prefix + "bucket:" + name, rate: rate, size: size}
+	share := float64(rate) / float64(c.replicas)
+	b.localInterval = max(1, int64(float64(time.Second)/share))
+	b.localTolerance = (max(1, size/c.replicas) - 1) * b.localInterval
+	return b
+}
+
+// Name is the point's name.
+func (b *Bucket) Name() string { return b.name }
+
+// Take takes one token at now and reports whether there was one. While
+// Redis answers it spends the lease, then the credit; otherwise, or when
+// the lease is older than LeaseTTL, it counts on the local share. It never
+// waits and does not allocate.
+func (b *Bucket) Take(now time.Time) bool {
+	b.asked.Add(1)
+	if b.c.state.Load() != stateUp || now.UnixNano() >= b.expiry.Load() {
+		return b.takeLocal(now.UnixNano())
+	}
+	n := b.held.Add(-1)
+	if n >= 0 {
+		return true
+	}
+	if !b.poked.Load() && b.poked.CompareAndSwap(false, true) {
+		b.c.poke()
+	}
+	if n >= -b.credit.Load() {
+		return true
+	}
+	b.held.Add(1)
+	return false
+}
+
+// takeLocal takes a token of the local share at now (Unix ns).
+func (b *Bucket) takeLocal(now int64) bool {
+	for {
+		tat := b.tat.Load()
+		t := max(tat, now)
+		if t-now > b.localTolerance {
+			return false
+		}
+		if b.tat.CompareAndSwap(tat, t+b.localInterval) {
+			return true
+		}
+	}
+}
+
+// measure updates the demand estimate at a tick: the Take calls per
+// second since the last tick, averaged with the estimate before.
+func (b *Bucket) measure(now time.Time) {
+	asked := b.asked.Load()
+	if !b.lastTick.IsZero() {
+		if span := now.Sub(b.lastTick).Seconds(); span > 0 {
+			b.demand = (b.demand + float64(asked-b.lastAsked)/span) / 2
+		}
+	}
+	b.lastAsked, b.lastTick = asked, now
+}
+
+// plan decides a bucket's call at now: want tokens, settle tokens given
+// back (> 0) or owed (< 0), and whether the call is due. The lease's
+// target is two Ticks of demand, at least 1 token and at most size.
+func (b *Bucket) plan(now time.Time, tick, up bool) (want, settle int64, due bool) {
+	target := int64(math.Ceil(b.demand * 2 * Tick.Seconds()))
+	target = min(max(target, 1), b.size)
+	h := b.held.Load()
+	kept := min(max(h, 0), target)
+	settle = h - kept
+	want = target - kept
+	poked := b.poked.Load()
+	switch {
+	case !up:
+		due = tick // down or unknown: every bucket is asked for afresh
+	case tick:
+		due = want > 0 || settle != 0 || time.Duration(b.expiry.Load()-now.UnixNano()) < LeaseTTL/2
+	default:
+		due = poked && b.level.Load() >= 1 && now.Sub(b.lastCall) >= earlyGap
+	}
+	if due {
+		b.poked.Store(false)
+	}
+	return want, settle, due
+}
+
+// granted applies an answer at now: granted tokens join the lease, whose
+// credit is the level left divided by Replicas, until now + LeaseTTL.
+func (b *Bucket) granted(now time.Time, granted, level int64) {
+	b.held.Add(granted)
+	b.credit.Store(max(0, level/b.c.replicas))
+	b.level.Store(level)
+	b.levelAt.Store(now.UnixNano())
+	b.expiry.Store(now.Add(LeaseTTL).UnixNano())
+	b.c.m.lease(b.name, granted, level)
+}
+
+// drop ends the lease: the bucket counts on its share until the next
+// answer. Tokens held are lost to the shared bucket (Redis no longer
+// answers to take them back).
+func (b *Bucket) drop() {
+	b.expiry.Store(0)
+	b.held.Store(0)
+	b.credit.Store(0)
+}
+
+// BucketStatus is a bucket as /status shows it.
+type BucketStatus struct {
+	Name string
+	// TokensPerSecond and Size are the shared bucket's figures.
+	TokensPerSecond, Size int64
+	// Shared: requests spend the shared bucket's lease; false while they
+	// count on the local share.
+	Shared bool
+	// Level is the shared bucket's level at the last answer (below 0 by
+	// tokens spent on credit and not yet refilled); LevelAt is when, zero
+	// before the first answer.
+	Level   int64
+	LevelAt time.Time
+	// Lease is the tokens in hand (below 0 by what was spent on credit);
+	// Credit is how far below 0 it may go.
+	Lease, Credit int64
+	// LocalTokens is the local share's tokens, and LocalSize its
+	// capacity: TokensPerSecond ÷ Replicas per second.
+	LocalTokens, LocalSize int64
+}
+
+// Status returns the bucket's state at now, without side effects.
+func (b *Bucket) Status(now time.Time) BucketStatus {
+	n := now.UnixNano()
+	localSize := b.localTolerance/b.localInterval + 1
+	used := max(b.tat.Load(), n) - n
+	st := BucketStatus{
+		Name: b.name, TokensPerSecond: b.rate, Size: b.size,
+		Shared:      b.c.state.Load() == stateUp && n < b.expiry.Load(),
+		Level:       b.level.Load(),
+		Lease:       b.held.Load(),
+		Credit:      b.credit.Load(),
+		LocalTokens: max(0, localSize-(used+b.localInterval-1)/b.localInterval),
+		LocalSize:   localSize,
+	}
+	if at := b.levelAt.Load(); at != 0 {
+		st.LevelAt = time.Unix(0, at)
+	}
+	return st
+}

@@ -1,0 +1,480 @@
+// Package cluster shares a point's token bucket among every proxy that uses
+// the same Redis (README, "Fleet-wide budgets"), without putting Redis on
+// any request's path.
+//
+// Each proxy takes tokens from the shared bucket in leases: a background
+// loop (Client.Run) asks Redis, in one Lua script per bucket (leaseScript),
+// for as many tokens as the proxy's recent demand needs until its next
+// call, and requests spend them locally (Bucket.Take: a few atomic
+// operations, never a wait). Redis therefore sees at most one call per
+// Tick per proxy, whatever the request rate, plus an early one when a
+// lease runs dry while the shared bucket still holds tokens.
+//
+// When Redis fails (down, slow past Timeout, wrong password, a failover in
+// progress), every bucket falls back to its share, TokensPerSecond ÷
+// Replicas, counted locally; the loop keeps trying Redis and the buckets go
+// back to the shared one at its first answer.
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"go.uber.org/zap"
+)
+
+// Defaults of Options.
+const (
+	// DefaultTimeout bounds each call to Redis: a few round trips inside
+	// a data centre, far below any client's patience.
+	DefaultTimeout = 50 * time.Millisecond
+	// DefaultKeyPrefix starts every key the proxies write.
+	DefaultKeyPrefix = "sds:"
+)
+
+// The lease loop's clock.
+const (
+	// Tick is how often the loop looks at every bucket, and the shortest
+	// time between two calls for one bucket but for the early call of a
+	// lease run dry. A lease is sized to cover two Ticks of demand.
+	Tick = 100 * time.Millisecond
+	// LeaseTTL is how long a lease, and the credit it grants, may be
+	// spent without a new answer from Redis. A bucket whose lease is older
+	// counts on its local share. The loop renews a lease in use every
+	// Tick, and an idle one once it is half spent.
+	LeaseTTL = 2 * time.Second
+	// retryEvery is how often the loop calls Redis while it is down.
+	retryEvery = 500 * time.Millisecond
+	// earlyGap is the shortest time between two calls for one bucket.
+	earlyGap = 10 * time.Millisecond
+)
+
+// Options are a Client's connection and sharing settings. Addresses is
+// required; the zero value of every other field is its default.
+type Options struct {
+	// Addresses are Redis's host:port addresses: one for a single
+	// server, several for Redis Cluster, or Sentinel's with MasterName.
+	Addresses []string
+	// Username is the ACL user; "" for the default user.
+	Username string
+	// PasswordFile holds the password (trailing newline trimmed), read
+	// again for every new connection so that a rotated Secret applies
+	// without a restart; "" for none.
+	PasswordFile string
+	// TLS, when not nil, speaks TLS to Redis.
+	TLS *tls.Config
+	// DB is the database number; Redis Cluster has only 0.
+	DB int
+	// MasterName names the Sentinel master set; Addresses are then the
+	// sentinels'.
+	MasterName string
+	// KeyPrefix starts every key; "" means DefaultKeyPrefix. A bucket's
+	// key is KeyPrefix + "bucket:" + the point's name.
+	KeyPrefix string
+	// Timeout bounds every call to Redis (dial, write, read); 0 means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// Replicas is how many proxies share the buckets: while Redis fails,
+	// each counts on TokensPerSecond/Replicas locally. 0 means 1.
+	Replicas int
+	// Logger receives one line when Redis stops answering and one when it
+	// answers again. Required.
+	Logger *zap.Logger
+	// Registerer receives the sds_cluster_* metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Now is the loop's clock; nil means time.Now. Requests pass their own
+	// instant to Bucket.Take.
+	Now func() time.Time
+}
+
+// quietRedis stops go-redis's own logger, a global of that package that
+// writes a line to stderr for every failed dial: with Redis down that is
+// several lines a second. The Client logs each change of state once
+// instead, and counts every failure in sds_cluster_errors_total.
+var quietRedis sync.Once
+
+type discard struct{}
+
+func (discard) Printf(context.Context, string, ...any) {}
+
+// Client is one proxy's side of the shared buckets: the Redis connection,
+// the buckets in use and the loop that leases their tokens. Its methods are
+// safe for concurrent use.
+type Client struct {
+	rdb      redis.UniversalClient
+	timeout  time.Duration
+	prefix   string
+	replicas int64
+	log      *zap.Logger
+	now      func() time.Time
+	m        *metrics
+
+	// state is stateUnknown until the first call, then stateUp or
+	// stateDown: Bucket.Take reads it.
+	state atomic.Int32
+	// wake asks the loop for an early call (a lease ran dry).
+	wake chan struct{}
+
+	mu        sync.Mutex // guards buckets, since and lastError
+	buckets   []*Bucket  // in use (Use)
+	since     time.Time  // when state last changed
+	lastError string     // the last failed call's error
+}
+
+// Connection states.
+const (
+	stateUnknown int32 = iota
+	stateUp
+	stateDown
+)
+
+// New returns a Client for opts. It does not connect: Run does, and until
+// its first answer every bucket counts on its local share.
+func New(opts Options) (*Client, error) {
+	if len(opts.Addresses) == 0 {
+		return nil, errors.New("cluster: no Redis address")
+	}
+	c := &Client{
+		timeout:  opts.Timeout,
+		prefix:   opts.KeyPrefix,
+		replicas: int64(max(1, opts.Replicas)),
+		log:      opts.Logger,
+		now:      opts.Now,
+		wake:     make(chan struct{}, 1),
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.prefix == "" {
+		c.prefix = DefaultKeyPrefix
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	uo := &redis.UniversalOptions{
+		Addrs:      opts.Addresses,
+		Username:   opts.Username,
+		DB:         opts.DB,
+		MasterName: opts.MasterName,
+		TLSConfig:  opts.TLS,
+		// Every wait is bounded by Timeout, and nothing is retried: the
+		// next Tick is the retry.
+		DialTimeout:           c.timeout,
+		ReadTimeout:           c.timeout,
+		WriteTimeout:          c.timeout,
+		PoolTimeout:           c.timeout,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		PoolSize:              4,
+		DisableIdentity:       true,
+		// Maintenance notifications need RESP3 push messages and a
+		// handshake of their own; the lease loop has no use for them.
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+	if opts.PasswordFile != "" {
+		path, user := opts.PasswordFile, opts.Username
+		uo.CredentialsProviderContext = func(context.Context) (string, string, error) {
+			pw, err := readPassword(path)
+			return user, pw, err
+		}
+		if opts.MasterName != "" {
+			uo.SentinelUsername = opts.Username
+			if pw, err := readPassword(path); err == nil {
+				uo.SentinelPassword = pw
+			}
+		}
+	}
+	quietRedis.Do(func() { redis.SetLogger(discard{}) })
+	c.rdb = redis.NewUniversalClient(uo)
+	c.m = newMetrics(opts.Registerer)
+	return c, nil
+}
+
+// readPassword reads a password file, trailing line breaks trimmed.
+func readPassword(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("cluster: password file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// Close closes the connections to Redis. Run must have returned.
+func (c *Client) Close() error { return c.rdb.Close() }
+
+// Bucket returns the bucket of point name, filled at tokensPerSecond
+// (at least 1) and holding at most size tokens (at least 1). A bucket in
+// use with the same name, rate and size is returned as it is, its lease
+// kept: a reload that leaves a point's bucket unchanged keeps its state.
+// The bucket is leased for once Use lists it.
+func (c *Client) Bucket(name string, tokensPerSecond, size int64) *Bucket {
+	tokensPerSecond, size = max(1, tokensPerSecond), max(1, size)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.buckets {
+		if b.name == name && b.rate == tokensPerSecond && b.size == size {
+			return b
+		}
+	}
+	return newBucket(c, name, tokensPerSecond, size)
+}
+
+// Use makes buckets the ones the loop leases for, replacing the previous
+// set; call it once the config holding them is in force.
+func (c *Client) Use(buckets []*Bucket) {
+	c.mu.Lock()
+	old := c.buckets
+	c.buckets = append([]*Bucket(nil), buckets...)
+	c.mu.Unlock()
+	keep := make(map[*Bucket]bool, len(buckets))
+	for _, b := range buckets {
+		keep[b] = true
+	}
+	for _, b := range old {
+		if !keep[b] && !c.inUse(b.name) {
+			c.m.forget(b.name)
+		}
+	}
+}
+
+// inUse reports whether a bucket in use is named name.
+func (c *Client) inUse(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, b := range c.buckets {
+		if b.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// live returns the buckets in use.
+func (c *Client) live() []*Bucket {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buckets
+}
+
+// poke asks the loop for an early call, without waiting.
+func (c *Client) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run leases tokens for the buckets in use until ctx is done: every Tick,
+// and early when a lease runs dry. It returns when ctx is done.
+func (c *Client) Run(ctx context.Context) {
+	ticker := time.NewTicker(Tick)
+	defer ticker.Stop()
+	var lastTry time.Time
+	c.round(ctx, true)
+	for {
+		tick := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			tick = true
+		case <-c.wake:
+		}
+		if c.state.Load() == stateDown {
+			// While down, call at most every retryEvery, on Ticks.
+			if now := c.now(); !tick || now.Sub(lastTry) < retryEvery {
+				continue
+			} else {
+				lastTry = now
+			}
+		}
+		c.round(ctx, tick)
+	}
+}
+
+// leaseCall is one bucket's part of a round.
+type leaseCall struct {
+	b      *Bucket
+	want   int64
+	settle int64
+	cmd    *redis.Cmd
+}
+
+// round makes one call to Redis for the buckets that need one: on a tick,
+// every bucket whose lease is short of its demand, owes tokens, holds too
+// many or is half expired; otherwise only the buckets whose lease ran dry
+// while the shared bucket still held tokens. The buckets' calls go in one
+// pipeline: one round trip however many points share buckets.
+func (c *Client) round(ctx context.Context, tick bool) {
+	now := c.now()
+	up := c.state.Load() == stateUp
+	var calls []leaseCall
+	for _, b := range c.live() {
+		if tick {
+			b.measure(now)
+		}
+		want, settle, due := b.plan(now, tick, up)
+		if !due {
+			continue
+		}
+		calls = append(calls, leaseCall{b: b, want: want, settle: settle})
+	}
+	if len(calls) == 0 {
+		if !tick || up || len(c.live()) > 0 {
+			return
+		}
+		// No bucket in use: a PING keeps the state true for /status.
+		c.ping(ctx, now)
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	for i := range calls {
+		lc := &calls[i]
+		lc.b.held.Add(-lc.settle)
+		lc.b.lastCall = now
+		lc.cmd = leaseScript.Eval(cctx, pipe, []string{lc.b.key},
+			lc.b.rate, lc.b.size, lc.want, lc.settle)
+	}
+	start := time.Now()
+	_, err := pipe.Exec(cctx)
+	took := time.Since(start)
+	if err == nil {
+		for i := range calls {
+			if err = calls[i].cmd.Err(); err != nil {
+				break
+			}
+		}
+	}
+	c.m.observe(took, err)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: not Redis's failure
+		}
+		c.down(now, err)
+		return
+	}
+	end := c.now()
+	for i := range calls {
+		lc := &calls[i]
+		vals, _ := lc.cmd.Int64Slice()
+		if len(vals) != 2 {
+			c.down(now, fmt.Errorf("cluster: the lease script answered %v", lc.cmd.Val()))
+			return
+		}
+		lc.b.granted(end, vals[0], vals[1])
+	}
+	c.upAgain(end)
+}
+
+// ping checks Redis while no bucket is in use.
+func (c *Client) ping(ctx context.Context, now time.Time) {
+	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	start := time.Now()
+	err := c.rdb.Ping(cctx).Err()
+	c.m.observe(time.Since(start), err)
+	switch {
+	case err == nil:
+		c.upAgain(c.now())
+	case ctx.Err() == nil:
+		c.down(now, err)
+	}
+}
+
+// down records a failed call: every bucket drops its lease and counts on
+// its share from now on. The first failure after an answer is logged.
+func (c *Client) down(now time.Time, err error) {
+	for _, b := range c.live() {
+		b.drop()
+	}
+	c.mu.Lock()
+	c.lastError = err.Error()
+	prev := c.state.Swap(stateDown)
+	if prev != stateDown {
+		c.since = now
+	}
+	c.mu.Unlock()
+	c.m.up.Set(0)
+	if prev != stateDown {
+		c.log.Warn("redis does not answer: each shared bucket counts on this proxy's share",
+			zap.Error(err), zap.Int64("replicas", c.replicas), zap.Duration("timeout", c.timeout))
+	}
+}
+
+// upAgain records an answer; the first after a failure is logged.
+func (c *Client) upAgain(now time.Time) {
+	prev := c.state.Swap(stateUp)
+	if prev == stateUp {
+		return
+	}
+	c.mu.Lock()
+	c.since = now
+	c.mu.Unlock()
+	c.m.up.Set(1)
+	if prev == stateDown {
+		c.log.Info("redis answers again: the shared buckets are back")
+	} else {
+		c.log.Info("redis answers: the buckets are shared")
+	}
+}
+
+// Status is the connection as /status shows it.
+type Status struct {
+	// Up: the last call to Redis was answered; false before the first.
+	Up bool
+	// Since is when Up last changed; zero before the first call.
+	Since time.Time
+	// LastError is the last failed call's error; "" when none failed.
+	LastError string
+	// Replicas is Options.Replicas, the share's divisor.
+	Replicas int64
+	// Timeout is the bound of each call.
+	Timeout time.Duration
+	// Buckets are the buckets in use, in Use's order.
+	Buckets []BucketStatus
+}
+
+// Status returns the connection's state and every bucket's as this proxy
+// sees them at now.
+func (c *Client) Status(now time.Time) Status {
+	c.mu.Lock()
+	st := Status{Up: c.state.Load() == stateUp, Since: c.since, LastError: c.lastError,
+		Replicas: c.replicas, Timeout: c.timeout}
+	buckets := c.buckets
+	c.mu.Unlock()
+	for _, b := range buckets {
+		st.Buckets = append(st.Buckets, b.Status(now))
+	}
+	return st
+}
+
+// errorKind names a failed call's cause for sds_cluster_errors_total:
+// timeout, refused, auth or other.
+func errorKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case strings.Contains(err.Error(), "WRONGPASS") || strings.Contains(err.Error(), "NOAUTH") ||
+		strings.Contains(err.Error(), "NOPERM") || strings.Contains(err.Error(), "password file"):
+		return "auth"
+	}
+	return "other"
+}

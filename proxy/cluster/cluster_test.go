@@ -1,0 +1,290 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+
+	"github.com/sds-proxy/sds-proxy/proxy/cluster/clustertest"
+)
+
+// newClient returns a Client of opts with a test logger, and runs it until
+// the test ends.
+func newClient(t *testing.T, opts Options) *Client {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; c.Close() })
+	return c
+}
+
+// waitFor polls cond every few milliseconds until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
+}
+
+// TestLeaseScript runs the script's arithmetic against a real Redis: a
+// grant never exceeds the level, credit spent is owed below 0, unused
+// tokens come back up to size.
+func TestLeaseScript(t *testing.T) {
+	t.Parallel()
+	srv := clustertest.Start(t)
+	c, err := New(Options{Addresses: []string{srv.Addr}, Logger: zap.NewNop(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	// 1 token per second: the few milliseconds between calls add less than
+	// one token, which the level (rounded down) does not show.
+	for _, step := range []struct {
+		name                        string
+		want, settle                int64
+		wantGranted, wantLevelAtMax int64
+	}{
+		{"a full bucket grants what is asked", 4, 0, 4, 6},
+		{"a grant stops at the level", 10, 0, 6, 0},
+		{"credit spent is owed below 0", 5, -3, 0, -3},
+		{"unused tokens come back", 0, 20, 0, 10},
+	} {
+		res, err := leaseScript.Eval(ctx, c.rdb, []string{"sds:test"}, 1, 10, step.want, step.settle).Int64Slice()
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if res[0] != step.wantGranted || res[1] != step.wantLevelAtMax {
+			t.Errorf("%s: got granted %d level %d, want %d and %d", step.name, res[0], res[1], step.wantGranted, step.wantLevelAtMax)
+		}
+	}
+	if ttl, err := c.rdb.PTTL(ctx, "sds:test").Result(); err != nil || ttl <= 0 || ttl > 2*time.Second {
+		t.Errorf("a full bucket's key expires in %v (%v), want within 1s", ttl, err)
+	}
+}
+
+// TestSharedBudget: three clients of one Redis, each taking tokens as fast
+// as it can for a bounded time, together admit about size + rate×elapsed,
+// not three times that.
+func TestSharedBudget(t *testing.T) {
+	t.Parallel()
+	srv := clustertest.Start(t)
+	const rate, size = 50, 50
+	var clients []*Client
+	var buckets []*Bucket
+	for range 3 {
+		c := newClient(t, Options{Addresses: []string{srv.Addr}, Replicas: 3, Timeout: time.Second})
+		b := c.Bucket("orders", rate, size)
+		c.Use([]*Bucket{b})
+		clients, buckets = append(clients, c), append(buckets, b)
+	}
+	for _, c := range clients {
+		waitFor(t, 5*time.Second, "redis answers", func() bool { return c.Status(time.Now()).Up })
+	}
+	start := time.Now()
+	const span = 2 * time.Second
+	var mu sync.Mutex
+	admitted := 0
+	var wg sync.WaitGroup
+	for i, b := range buckets {
+		wg.Go(func() {
+			n := 0
+			for j := 0; j < 2_000_000 && time.Since(start) < span; j++ {
+				if b.Take(time.Now()) {
+					n++
+				}
+				if j%(i+1) == 0 { // uneven demand
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+			mu.Lock()
+			admitted += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	want := size + rate*elapsed
+	t.Logf("3 clients admitted %d in %.2fs: size + rate×elapsed = %.0f", admitted, elapsed, want)
+	if float64(admitted) > want*1.15 || float64(admitted) < want*0.8 {
+		t.Errorf("admitted %d, want within [-20%%, +15%%] of %.0f", admitted, want)
+	}
+}
+
+// TestDownCountsOnShare: with Redis gone, a bucket counts on
+// tokensPerSecond/replicas locally, and goes back to the shared bucket when
+// Redis answers again; each change is logged once.
+func TestDownCountsOnShare(t *testing.T) {
+	t.Parallel()
+	srv := clustertest.Start(t)
+	reg := prometheus.NewRegistry()
+	c := newClient(t, Options{Addresses: []string{srv.Addr}, Replicas: 4, Timeout: 200 * time.Millisecond, Registerer: reg})
+	b := c.Bucket("orders", 100, 100)
+	c.Use([]*Bucket{b})
+	waitFor(t, 5*time.Second, "shared", func() bool { return b.Status(time.Now()).Shared })
+	if got := testutil.ToFloat64(c.m.up); got != 1 {
+		t.Errorf("sds_cluster_up = %v, want 1", got)
+	}
+	srv.Kill()
+	waitFor(t, 5*time.Second, "local share once redis is gone", func() bool { return !c.Status(time.Now()).Up })
+	if got := testutil.ToFloat64(c.m.up); got != 0 {
+		t.Errorf("sds_cluster_up = %v, want 0", got)
+	}
+	// The share: 100/4 = 25 tokens a second, 25 at most at once.
+	now := time.Now().Add(time.Hour) // an instant the local bucket is full at
+	taken := 0
+	for range 100 {
+		if b.Take(now) {
+			taken++
+		}
+	}
+	if taken != 25 {
+		t.Errorf("the local share admitted %d at one instant, want 25 (size 100 / 4 replicas)", taken)
+	}
+	if !b.Take(now.Add(40*time.Millisecond)) || b.Take(now.Add(40*time.Millisecond)) {
+		t.Error("the local share refills one token per 40ms (25 a second)")
+	}
+	srv.Restart()
+	waitFor(t, 10*time.Second, "shared again once redis is back", func() bool { return b.Status(time.Now()).Shared })
+}
+
+// TestSilentRedis: a Redis that accepts and never answers fails each call
+// within the timeout; buckets count on their share and Take never waits.
+func TestSilentRedis(t *testing.T) {
+	t.Parallel()
+	addr := clustertest.Silent(t)
+	const timeout = 50 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	c := newClient(t, Options{Addresses: []string{addr}, Replicas: 2, Timeout: timeout, Registerer: reg})
+	b := c.Bucket("orders", 10, 10)
+	c.Use([]*Bucket{b})
+	waitFor(t, 5*time.Second, "down", func() bool { return c.Status(time.Now()).LastError != "" })
+	if got := testutil.ToFloat64(c.m.errors.WithLabelValues("timeout")); got < 1 {
+		t.Errorf("sds_cluster_errors_total{kind=timeout} = %v, want at least 1", got)
+	}
+	start := time.Now()
+	for range 1000 {
+		b.Take(time.Now())
+	}
+	if took := time.Since(start); took > timeout {
+		t.Errorf("1000 Takes took %v against a silent redis, more than one timeout (%v)", took, timeout)
+	}
+	// Every round trip is cut at the timeout: the histogram's largest
+	// observation is about one timeout, never the dial or read defaults.
+	var m = &struct{ sum, count float64 }{}
+	mf, _ := reg.Gather()
+	for _, f := range mf {
+		if f.GetName() == "sds_cluster_call_duration_seconds" {
+			h := f.GetMetric()[0].GetHistogram()
+			m.sum, m.count = h.GetSampleSum(), float64(h.GetSampleCount())
+		}
+	}
+	if m.count == 0 || m.sum/m.count > 4*timeout.Seconds() {
+		t.Errorf("calls took %.3fs on average over %v calls, want about the timeout %v", m.sum/m.count, m.count, timeout)
+	}
+}
+
+// TestPasswordFile: a wrong password is an auth error and the share; the
+// password file is read again for new connections, so fixing it (a
+// rotated Secret) brings the shared bucket back without a restart.
+func TestPasswordFile(t *testing.T) {
+	t.Parallel()
+	srv := clustertest.Start(t, "--requirepass", "s3cret")
+	pw := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pw, []byte("wrong\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	c := newClient(t, Options{Addresses: []string{srv.Addr}, PasswordFile: pw, Timeout: time.Second, Registerer: reg})
+	b := c.Bucket("orders", 10, 10)
+	c.Use([]*Bucket{b})
+	waitFor(t, 5*time.Second, "an auth error", func() bool { return testutil.ToFloat64(c.m.errors.WithLabelValues("auth")) >= 1 })
+	if c.Status(time.Now()).Up {
+		t.Error("up with a wrong password")
+	}
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "shared once the password file is right", func() bool { return b.Status(time.Now()).Shared })
+}
+
+// TestBucketKeptAcrossReload: Bucket returns the bucket in use when its
+// name, rate and size are unchanged (its lease survives a reload), and a
+// new one when they change.
+func TestBucketKeptAcrossReload(t *testing.T) {
+	t.Parallel()
+	c, err := New(Options{Addresses: []string{"127.0.0.1:1"}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := c.Bucket("a", 100, 100)
+	c.Use([]*Bucket{a})
+	for _, tc := range []struct {
+		name       string
+		rate, size int64
+		same       bool
+	}{
+		{"a", 100, 100, true},
+		{"a", 200, 100, false},
+		{"a", 100, 50, false},
+		{"b", 100, 100, false},
+	} {
+		if got := c.Bucket(tc.name, tc.rate, tc.size) == a; got != tc.same {
+			t.Errorf("Bucket(%s, %d, %d) is the bucket in use: got %v, want %v", tc.name, tc.rate, tc.size, got, tc.same)
+		}
+	}
+}
+
+// TestTakeDoesNotAllocate guards the request path's cost.
+func TestTakeDoesNotAllocate(t *testing.T) {
+	c, err := New(Options{Addresses: []string{"127.0.0.1:1"}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b := c.Bucket("a", 100, 100)
+	now := time.Now()
+	if n := testing.AllocsPerRun(1000, func() { b.Take(now) }); n != 0 {
+		t.Errorf("Take allocates %v times, want 0", n)
+	}
+}
+
+// BenchmarkTake measures a request's cost of the shared bucket with a
+// lease in hand.
+func BenchmarkTake(b *testing.B) {
+	c, err := New(Options{Addresses: []string{"127.0.0.1:1"}, Logger: zap.NewNop()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	bk := c.Bucket("a", 1e9, 1e9)
+	c.state.Store(stateUp)
+	now := time.Now()
+	bk.granted(now, 1<<62, 0)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			bk.Take(now)
+		}
+	})
+}

@@ -1,0 +1,213 @@
+// Package clustertest runs real redis-server processes for tests (Debian's
+// redis-server package), each on a free port of 127.0.0.1, with nothing
+// saved to disk; they stop when the test ends.
+package clustertest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Server is one redis-server process (or sentinel) started by a test.
+type Server struct {
+	t    testing.TB
+	args []string
+	dir  string
+	// password is the --requirepass given, for the start-up PING.
+	password string
+	// Addr is its 127.0.0.1:port.
+	Addr string
+	Port int
+	cmd  *exec.Cmd
+}
+
+// Available reports whether redis-server is installed; tests skip
+// without it (.ci/run installs it).
+func Available() bool {
+	_, err := exec.LookPath("redis-server")
+	return err == nil
+}
+
+// Start starts a redis-server on a free port with extra arguments (such
+// as "--requirepass", "secret"); it fails the test if the server does not
+// answer within 10 seconds.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	if !Available() {
+		t.Skip("redis-server is not installed (apt-get install -y redis-server)")
+	}
+	s := &Server{t: t, dir: t.TempDir()}
+	s.args = append([]string{"--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--dir", s.dir}, extra...)
+	for i := 0; i+1 < len(extra); i++ {
+		if extra[i] == "--requirepass" {
+			s.password = extra[i+1]
+		}
+	}
+	s.start(0)
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// StartSentinel starts a sentinel watching the master at masterAddr under
+// name, which declares the master down after downAfter without answers.
+func StartSentinel(t testing.TB, name, masterAddr string, downAfter time.Duration) *Server {
+	t.Helper()
+	if !Available() {
+		t.Skip("redis-server is not installed (apt-get install -y redis-server)")
+	}
+	host, port, _ := net.SplitHostPort(masterAddr)
+	s := &Server{t: t, dir: t.TempDir()}
+	conf := filepath.Join(s.dir, "sentinel.conf")
+	body := fmt.Sprintf("bind 127.0.0.1\nsentinel resolve-hostnames no\nsentinel monitor %s %s %s 1\n"+
+		"sentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
+		name, host, port, name, downAfter.Milliseconds(), name, name)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.args = []string{conf, "--sentinel", "--dir", s.dir}
+	s.start(0)
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// start runs the server on port (0: a free one) and waits for its PING.
+func (s *Server) start(port int) {
+	s.t.Helper()
+	for attempt := 0; attempt < 5; attempt++ {
+		p := port
+		if p == 0 {
+			p = freePort(s.t)
+		}
+		cmd := exec.Command("redis-server", append(append([]string(nil), s.args...), "--port", strconv.Itoa(p))...)
+		cmd.Stdout, cmd.Stderr = nil, nil
+		if err := cmd.Start(); err != nil {
+			s.t.Fatalf("redis-server: %v", err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			select {
+			case <-done:
+				deadline = time.Time{} // exited: the port was taken; try another
+				continue
+			default:
+			}
+			if Ping(addr, s.password) == nil {
+				s.cmd, s.Addr, s.Port = cmd, addr, p
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // polling the server's start, not waiting for time to pass
+		}
+		cmd.Process.Kill()
+		<-done
+		if port != 0 {
+			break
+		}
+	}
+	s.t.Fatalf("redis-server %v did not start", s.args)
+}
+
+// Kill stops the server at once (SIGKILL), as a crash would.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Process.Wait()
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port, empty.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	s.start(s.Port)
+}
+
+// Do sends one command and returns its reply's first line (such as
+// "+PONG", ":1", "$5"); password, when not "", is sent first with AUTH.
+func Do(addr, password string, args ...string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	r := bufio.NewReader(conn)
+	send := func(args []string) (string, error) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
+		if _, err := conn.Write([]byte(b.String())); err != nil {
+			return "", err
+		}
+		line, err := r.ReadString('\n')
+		return strings.TrimRight(line, "\r\n"), err
+	}
+	if password != "" {
+		if line, err := send([]string{"AUTH", password}); err != nil || line != "+OK" {
+			return line, fmt.Errorf("AUTH: %q %v", line, err)
+		}
+	}
+	return send(args)
+}
+
+// Ping reports whether addr answers PING with PONG.
+func Ping(addr, password string) error {
+	line, err := Do(addr, password, "PING")
+	if err != nil {
+		return err
+	}
+	if line != "+PONG" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// freePort returns a port of 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Silent is a TCP listener on 127.0.0.1 that accepts connections and never
+// answers: a Redis that hangs. It closes when the test ends.
+func Silent(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range conns {
+					c.Close()
+				}
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
+}

@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the sds_cluster_* series (README, "Fleet-wide budgets").
+type metrics struct {
+	up       prometheus.Gauge
+	calls    *prometheus.CounterVec // result: ok, error
+	errors   *prometheus.CounterVec // kind: timeout, refused, auth, other
+	duration prometheus.Histogram
+	level    *prometheus.GaugeVec   // point
+	granted  *prometheus.CounterVec // point
+}
+
+// callBuckets are sds_cluster_call_duration_seconds' buckets: a call is
+// bounded by the timeout, tens of milliseconds by default.
+var callBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		up: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sds_cluster_up", Help: "1 while Redis answers the shared token buckets' lease calls; 0 before the first answer and while the points count on their local share (tokensPerSecond / replicas).",
+		}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_cluster_calls_total", Help: "Round trips to Redis by result (ok, error); one round trip leases for every shared bucket that needs tokens.",
+		}, []string{"result"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_cluster_errors_total", Help: "Failed round trips to Redis by kind: timeout (no answer within the timeout), refused, auth (wrong or missing password), other.",
+		}, []string{"kind"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sds_cluster_call_duration_seconds", Help: "Time of each round trip to Redis, failed ones included. Never on a request's path.",
+			Buckets: callBuckets,
+		}),
+		level: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sds_cluster_bucket_tokens", Help: "The shared token bucket's level at Redis's last answer, as this proxy saw it (below 0 by tokens spent on credit and not yet refilled).",
+		}, []string{"point"}),
+		granted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sds_cluster_granted_tokens_total", Help: "Tokens Redis granted this proxy from the point's shared bucket.",
+		}, []string{"point"}),
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.calls.WithLabelValues(r)
+	}
+	for _, k := range []string{"timeout", "refused", "auth", "other"} {
+		m.errors.WithLabelValues(k)
+	}
+	if reg != nil {
+		reg.MustRegister(m.up, m.calls, m.errors, m.duration, m.level, m.granted)
+	}
+	return m
+}
+
+// observe counts one round trip that took took and ended with err.
+func (m *metrics) observe(took time.Duration, err error) {
+	m.duration.Observe(took.Seconds())
+	if err != nil {
+		m.calls.WithLabelValues("error").Inc()
+		m.errors.WithLabelValues(errorKind(err)).Inc()
+		return
+	}
+	m.calls.WithLabelValues("ok").Inc()
+}
+
+// lease records one bucket's answer.
+func (m *metrics) lease(point string, granted, level int64) {
+	m.level.WithLabelValues(point).Set(float64(level))
+	if granted > 0 {
+		m.granted.WithLabelValues(point).Add(float64(granted))
+	}
+}
+
+// forget removes the series of a point whose bucket is no longer used.
+func (m *metrics) forget(point string) {
+	m.level.DeleteLabelValues(point)
+	m.granted.DeleteLabelValues(point)
+}
