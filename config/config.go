@@ -71,6 +71,15 @@ type File struct {
 	// connection closes the oldest idle one to get in, or is refused when
 	// every one is busy. A change applies on a reload.
 	MaxConnections int
+	// AdminTokenFile is the file of the admin port's bearer token, as an
+	// absolute path (the file's relative one resolved against the config
+	// file's directory; as written after ParseText); "" for none, which
+	// turns the runtime switches off.
+	AdminTokenFile string
+	// AdminToken is the token read from AdminTokenFile, surrounding white
+	// space removed: at least MinAdminToken visible ASCII characters. nil
+	// without the file, and after ParseText. A reload reads it again.
+	AdminToken []byte
 	// TLS is the inbound TLS setting; the zero value serves cleartext.
 	// Changing it needs a restart.
 	TLS TLS

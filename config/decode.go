@@ -223,6 +223,7 @@ func (d *decoder) top(n *yaml.Node) {
 		"accessLog":          d.boolean(&f.AccessLog),
 		"drainTimeout":       d.duration(&f.DrainTimeout),
 		"maxConnections":     integer(d, &f.MaxConnections),
+		"adminTokenFile":     d.str(&f.AdminTokenFile),
 		"tls":                func(_ string, v *yaml.Node) { d.tls(v, &f.TLS) },
 		"routes":             func(_ string, v *yaml.Node) { d.routes(v) },
 		"points":             func(_ string, v *yaml.Node) { d.points(v) },

@@ -16,7 +16,8 @@ type Change struct {
 	Routes bool
 	// Settings names the top-level settings that changed and apply on a
 	// reload: upstream, forwardedHeaders, window, buckets,
-	// pressureTestHeader, accessLog, drainTimeout, maxConnections. A window
+	// pressureTestHeader, accessLog, drainTimeout, maxConnections,
+	// adminTokenFile (its path or the token in it; never the token). A window
 	// or buckets change gives every point a fresh window; a lower
 	// maxConnections closes idle connections over it at once.
 	Settings []string
@@ -105,6 +106,7 @@ func Diff(from, to *File) Change {
 		{"accessLog", from.AccessLog, to.AccessLog},
 		{"drainTimeout", from.DrainTimeout, to.DrainTimeout},
 		{"maxConnections", from.MaxConnections, to.MaxConnections},
+		{"adminTokenFile", adminToken{from.AdminTokenFile, string(from.AdminToken)}, adminToken{to.AdminTokenFile, string(to.AdminToken)}},
 	})
 	c.NeedsRestart = restart(from, to)
 	return c

@@ -46,7 +46,8 @@ type key struct {
 	// def is the default as the file would write it (string, bool or
 	// int64); nil when an absent key has no value to state.
 	def any
-	// unit is the unit of a number or duration, for the description.
+	// unit is the unit of a number, for the description ("" for a
+	// duration: its description says how to write one).
 	unit string
 	// enum lists the values a string may take.
 	enum []string
@@ -126,6 +127,8 @@ var (
 			doc: "How long SIGTERM waits for requests in flight before exiting; 0 exits without waiting."},
 		key{name: "maxConnections", kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
 			doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."},
+		key{name: "adminTokenFile", kind: kindString, minLength: 1,
+			doc: "A file holding the bearer token (at least 16 visible ASCII characters; surrounding white space ignored) that turns on the admin port's runtime switches, POST and DELETE /points/NAME/force. Absent: the switches do not exist. Read again on every reload; a relative path is resolved against the config file's directory."},
 		key{name: "tls", kind: kindMapping, section: tlsSection,
 			doc: "Inbound TLS: certFile and keyFile, or acme. Changing it needs a restart."},
 		key{name: "routes", kind: kindList, section: routeSection, maxItems: maxRoutes,
@@ -177,7 +180,7 @@ var (
 	)
 
 	pointSection = newSection("point", "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
-		key{name: "timeoutThreshold", kind: kindDuration, def: int64(-1), unit: "a duration, or an integer of milliseconds",
+		key{name: "timeoutThreshold", kind: kindDuration, def: int64(-1),
 			doc: "An upstream call running longer than this counts as a timeout, once, when it passes it. -1: off. Needs timeoutCountThreshold."},
 		key{name: "timeoutCountThreshold", kind: kindThreshold, def: int64(-1), unit: "timeouts per window",
 			doc: "Degrade when this many timeouts are in the window (5 trips on the 5th). Needs timeoutThreshold."},
@@ -197,15 +200,15 @@ var (
 			doc: "The token bucket's capacity: max(tokenBucketSize, tokenBucketGeneratedTokensInSecond). Needs tokenBucketGeneratedTokensInSecond."},
 		key{name: "downgradeRate", kind: kindInt, def: int64(100), min: bound(0), max: bound(100), unit: "percent",
 			doc: "The percent of tripped requests actually degraded; 0 degrades none (strategies are still judged and reported)."},
-		key{name: "delayTime", kind: kindDuration, def: int64(0), min: bound(-1), unit: "a duration, or an integer of milliseconds",
+		key{name: "delayTime", kind: kindDuration, def: int64(0), min: bound(-1),
 			doc: "After a trip, keep degrading this long without judging the strategies. 0 or -1: no delay."},
-		key{name: "retryInterval", kind: kindDuration, def: int64(0), min: bound(-1), unit: "a duration, or an integer of milliseconds",
+		key{name: "retryInterval", kind: kindDuration, def: int64(0), min: bound(-1),
 			doc: "During the delay, let one probe through this often; a good probe ends the delay. Shorter than delayTime. 0 or -1: no probes."},
 		key{name: "pressureTestDowngrade", kind: kindBool, def: false,
 			doc: "Degrade pressure-test traffic (see pressureTestHeader) on this point at once."},
 		key{name: "mode", kind: kindString, def: "enforce", enum: []string{"enforce", "shadow"},
 			doc: "enforce degrades; shadow never degrades but counts, logs and reports what it would degrade (header Sds-Shadow-Degraded)."},
-		key{name: "upstreamTimeout", kind: kindDuration, def: int64(-1), min: bound(-1), unit: "a duration, or an integer of milliseconds",
+		key{name: "upstreamTimeout", kind: kindDuration, def: int64(-1), min: bound(-1),
 			doc: "A hard deadline for the upstream call, counted as an exception when passed. -1: none."},
 		key{name: "fallbackOnError", kind: kindBool, def: false,
 			doc: "Answer the fallback instead of 502 or 504 when the upstream call fails (transport error or upstreamTimeout)."},

@@ -110,6 +110,7 @@ func checkBodyFiles(d *decoded, p *problems) {
 // TLS files' paths, all relative to dir.
 func readFiles(d *decoded, dir string, p *problems) {
 	checkBodyFiles(d, p)
+	readAdminToken(d, dir, p)
 	for i := range d.f.Points {
 		pt := &d.f.Points[i]
 		name, ok := d.bodyFile[pt.Name]
