@@ -153,6 +153,9 @@ type instance struct {
 	// certReady is nil, or with ACME reports whether the certificates
 	// are there (/readyz waits for them).
 	certReady func() bool
+	// token is the admin port's bearer token of the config in force
+	// (adminTokenFile); nil or empty: the runtime switches are off.
+	token atomic.Pointer[[]byte]
 
 	proxyLn, adminLn   net.Listener
 	proxySrv, adminSrv *http.Server
@@ -173,6 +176,7 @@ func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
 		return nil, err
 	}
 	in.handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: in.metrics, Events: in.events})
+	in.token.Store(&file.AdminToken)
 	in.conns = connlimit.New(connlimit.Options{Max: file.MaxConnections})
 	proxy.RegisterConnections(in.reg, in.conns.Stats)
 	now := time.Now()
@@ -228,7 +232,8 @@ func (in *instance) serve(file *config.File) {
 	}
 	in.adminSrv = &http.Server{
 		Handler: admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Ready: in.isReady, Status: in.status.get,
-			Events: in.events, Traffic: in.metrics.Traffic, Version: versionString(), Config: in.status.config}),
+			Events: in.events, Traffic: in.metrics.Traffic, Version: versionString(), Config: in.status.config,
+			Switches: in.handler, Token: func() []byte { return *in.token.Load() }}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -254,7 +259,13 @@ func (in *instance) watch(ctx context.Context, file *config.File, opts config.Op
 	if err != nil {
 		return nil, err
 	}
-	w.Accept = func(f *config.File) error { return apply(in.handler, in.conns, f) }
+	w.Accept = func(f *config.File) error {
+		if err := apply(in.handler, in.conns, f); err != nil {
+			return err
+		}
+		in.token.Store(&f.AdminToken)
+		return nil
+	}
 	// Run returns once ctx is done; inotify failing makes it poll, which
 	// reportReloads reports.
 	in.wg.Go(func() { w.Run(ctx) })

@@ -207,6 +207,12 @@ type statusPoint struct {
 		Count     int64     `json:"count"`
 		Threshold int64     `json:"threshold"`
 	} `json:"lastTrip"`
+	// Forced is an operator's switch in force; nil when none.
+	Forced *struct {
+		Action string    `json:"action"`
+		Reason string    `json:"reason"`
+		Until  time.Time `json:"until"`
+	} `json:"forced"`
 }
 
 type statusReading struct {
@@ -254,7 +260,7 @@ func writeStatusTable(w io.Writer, doc *statusDocument) error {
 		if t := p.LastTrip; t != nil {
 			lastTrip = fmt.Sprintf("%s %d/%d %s ago", t.Strategy, t.Count, t.Threshold, age(doc.Now, t.At))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cell(p.Name), cell(p.Mode), cell(p.State), reason(doc.Now, p),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cell(p.Name), cell(p.Mode), state(p), reason(doc.Now, p),
 			rps, errPercent, p50, p99, p.Window.InFlight, lastTrip)
 	}
 	if len(doc.Points) == 0 {
@@ -299,6 +305,31 @@ func statusHeader(doc *statusDocument) string {
 // probe; else the strategy that would trip with its count against its
 // threshold; else "-".
 func reason(now time.Time, p *statusPoint) string {
+	if f := p.Forced; f != nil {
+		return fmt.Sprintf("switch ends in %s: %s (then %s)", until(now, f.Until), short(cell(f.Reason), 60), limiterReason(now, p))
+	}
+	return limiterReason(now, p)
+}
+
+// state is the STATE cell: "forced:ACTION" under an operator's switch,
+// else the point's state.
+func state(p *statusPoint) string {
+	if f := p.Forced; f != nil {
+		return "forced:" + cell(f.Action)
+	}
+	return cell(p.State)
+}
+
+// short cuts s to at most n characters, marking the cut with "...".
+func short(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-3]) + "..."
+	}
+	return s
+}
+
+// limiterReason is reason without a switch: what the point's limiter says.
+func limiterReason(now time.Time, p *statusPoint) string {
 	if d := p.Delay; d != nil {
 		s := fmt.Sprintf("%s delay, ends in %s", cell(d.Strategy), until(now, d.Until))
 		switch {
@@ -311,6 +342,9 @@ func reason(now time.Time, p *statusPoint) string {
 	}
 	if r := p.Reason; r != nil {
 		return fmt.Sprintf("%s %d/%d", cell(r.Strategy), r.Count, r.Threshold)
+	}
+	if p.Forced != nil {
+		return cell(p.State)
 	}
 	return "-"
 }
