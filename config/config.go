@@ -84,6 +84,10 @@ type File struct {
 	// Changing it needs a restart.
 	TLS TLS
 
+	// Cluster is the Redis of the points' shared token buckets; nil when
+	// the file has no cluster:. Changing it needs a restart.
+	Cluster *Cluster
+
 	// Routes map requests to points; the first match wins. File order.
 	Routes []Route
 	// Points are the protected points, in file order. Every point is named
@@ -178,6 +182,9 @@ type Point struct {
 	FallbackOnError bool
 	// Fallback is the response of a degraded request.
 	Fallback Fallback
+	// ClusterTokenBucket is the point's token bucket shared through
+	// File.Cluster's Redis; the zero value is none.
+	ClusterTokenBucket ClusterTokenBucket
 }
 
 // Settings returns the limiter settings of point p of f: the file's window

@@ -225,6 +225,7 @@ func (d *decoder) top(n *yaml.Node) {
 		"maxConnections":     integer(d, &f.MaxConnections),
 		"adminTokenFile":     d.str(&f.AdminTokenFile),
 		"tls":                func(_ string, v *yaml.Node) { d.tls(v, &f.TLS) },
+		"cluster":            func(_ string, v *yaml.Node) { d.cluster(v) },
 		"routes":             func(_ string, v *yaml.Node) { d.routes(v) },
 		"points":             func(_ string, v *yaml.Node) { d.points(v) },
 	})
@@ -319,6 +320,7 @@ func (d *decoder) points(n *yaml.Node) {
 			"upstreamTimeout":                    d.duration(&p.UpstreamTimeout),
 			"fallbackOnError":                    d.boolean(&p.FallbackOnError),
 			"fallback":                           func(_ string, v *yaml.Node) { d.fallback(v, name, &p.Fallback) },
+			"clusterTokenBucket":                 func(_ string, v *yaml.Node) { d.clusterBucket(v, name, &p.ClusterTokenBucket) },
 		})
 		d.out.f.Points = append(d.out.f.Points, p)
 	})

@@ -131,6 +131,7 @@ func restart(a, b *File) []string {
 		{"admin", a.Admin, b.Admin},
 		{"tls", a.TLS, b.TLS},
 		{"h2c", a.H2C, b.H2C},
+		{"cluster", a.Cluster, b.Cluster},
 	})
 }
 

@@ -60,6 +60,9 @@ func PointSettings(from, to *Point) []Setting {
 	}
 	out.add("fallback.grpcStatus", grpcStatus(fa), grpcStatus(fb))
 	out.add("fallback.grpcMessage", unsetString(fa.GRPCMessage), unsetString(fb.GRPCMessage))
+	ca, cb := from.ClusterTokenBucket, to.ClusterTokenBucket
+	out.add("clusterTokenBucket.tokensPerSecond", clusterFigure(ca.TokensPerSecond), clusterFigure(cb.TokensPerSecond))
+	out.add("clusterTokenBucket.size", clusterFigure(ca.Size), clusterFigure(cb.Size))
 	return out
 }
 
@@ -95,6 +98,7 @@ func FileSettings(from, to *File) (reload, restart []Setting) {
 		s.add("tls.acme.httpListen", unsetString(a.HTTPListen), unsetString(b.HTTPListen))
 	}
 	s.add("h2c", strconv.FormatBool(from.H2C), strconv.FormatBool(to.H2C))
+	s.add("cluster", clusterString(from.Cluster), clusterString(to.Cluster))
 	return r, s
 }
 

@@ -111,6 +111,7 @@ func checkBodyFiles(d *decoded, p *problems) {
 func readFiles(d *decoded, dir string, p *problems) {
 	checkBodyFiles(d, p)
 	readAdminToken(d, dir, p)
+	readClusterFiles(d, dir, p)
 	for i := range d.f.Points {
 		pt := &d.f.Points[i]
 		name, ok := d.bodyFile[pt.Name]

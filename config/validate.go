@@ -43,6 +43,7 @@ func validate(d *decoded, opts Options, p *problems) {
 	c.window()
 	c.settings()
 	c.tls()
+	c.cluster()
 	c.routes()
 	c.points()
 }
