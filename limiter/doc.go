@@ -3,7 +3,12 @@
 // Didi's SDS. It keeps per-point sliding-window counts, the in-flight count,
 // a token bucket and the delay state, and judges the strategies of
 // the README's Semantics section in order: visit, token_bucket, concurrent, timeout, exception,
-// exception_rate.
+// exception_rate. Three protections of the README's "Recovery ramp, adaptive
+// concurrency, priority shedding" section come on when configured: a
+// recovery ramp after each delay (Policy.RecoveryTime), a concurrency limit
+// that follows the upstream's latency (AdaptiveConcurrency, Envoy's
+// gradient controller), and shares of each count threshold for sheddable
+// requests (Priority, Policy.SheddableShare).
 //
 // The package does no I/O and has no clock: every method takes the instant
 // it acts at, so tests state instants instead of sleeping. It starts no

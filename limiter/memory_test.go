@@ -25,6 +25,28 @@ func TestAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocs per Enter+Timeout+Exit, want 0", name, got)
 		}
 	}
+	// The adaptive limit, a sheddable request, and a point in its recovery
+	// ramp.
+	s := allSettings(0)
+	s.AdaptiveConcurrency = AdaptiveConcurrency{On: true, MinLimit: 2, Interval: time.Millisecond}
+	s.ExceptionThreshold, s.DelayTime, s.RecoveryTime = At(1), time.Millisecond, time.Hour
+	p := mustPoint(t, s)
+	var c Call
+	now := t0
+	p.Enter(&c, now, false)
+	c.Exit(now, Failed) // trips at the next request; the ramp starts 1ms later
+	got := testing.AllocsPerRun(10000, func() {
+		now = now.Add(time.Microsecond)
+		p.EnterPriority(&c, now, false, PrioritySheddable)
+		c.Timeout(now)
+		c.Exit(now, OK)
+	})
+	if got != 0 {
+		t.Errorf("adaptive, sheddable, ramp: %v allocs per Enter+Timeout+Exit, want 0", got)
+	}
+	if st := p.Snapshot(now).Status; !st.Recovering {
+		t.Errorf("status %+v: the point was not in its ramp", st)
+	}
 }
 
 // pointBytes measures the heap held per point, with the default window

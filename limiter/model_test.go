@@ -2,6 +2,8 @@ package limiter
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -32,7 +34,88 @@ type model struct {
 		until, nextProbe int64
 		probing          bool
 	}
+	// ramp is the recovery ramp: from the delay's end for RecoveryTime;
+	// credit is in millionths of a request.
+	ramp struct {
+		active      bool
+		from, until int64
+		credit      int64
+	}
+	ad   *modelAdaptive // nil while the adaptive limit is off
 	last Trip
+}
+
+// modelAdaptive is the adaptive limit of AdaptiveConcurrency's doc
+// comment, with each interval's samples kept in a list.
+type modelAdaptive struct {
+	next        int64 // the interval ends; 0: not started
+	epoch       uint32
+	limit       int64
+	measuring   bool
+	samples     []int64 // this interval's
+	measured    []int64 // the measurement's so far
+	minLatency  int64
+	latency     int64
+	nextMeasure int64
+}
+
+func mean(xs []int64) int64 {
+	var sum int64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / int64(len(xs))
+}
+
+// current is the limit in force under a.
+func (ad *modelAdaptive) current(a AdaptiveConcurrency) int64 {
+	if ad.measuring {
+		return a.MinLimit
+	}
+	return min(max(ad.limit, a.MinLimit), a.MaxLimit)
+}
+
+// advance ends the interval at now under settings a with inflight calls in
+// flight.
+func (ad *modelAdaptive) advance(now int64, a AdaptiveConcurrency, inflight int64) {
+	if ad.next != 0 && now < ad.next {
+		return
+	}
+	start := ad.next == 0
+	ad.next = now + int64(a.Interval)
+	if start {
+		return
+	}
+	samples := ad.samples
+	ad.samples = nil
+	if ad.measuring {
+		ad.measured = append(ad.measured, samples...)
+		if len(ad.measured) >= MinLatencySamples {
+			ad.minLatency = max(1, mean(ad.measured))
+			ad.measuring = false
+			ad.epoch++
+			ad.nextMeasure = now + int64(a.MinLatencyInterval)
+		}
+		return
+	}
+	if len(samples) > 0 {
+		ad.latency = mean(samples)
+		limit := ad.current(a)
+		tolerance, _ := a.Tolerance.Get()
+		gradient := ad.minLatency * (100 + tolerance) / 100 * 1000 / max(ad.latency, 1)
+		gradient = min(max(gradient, 500), 2000)
+		base := limit * gradient / 1000
+		next := base + int64(math.Sqrt(float64(base)))
+		if next > limit && 2*inflight < limit {
+			next = limit
+		}
+		ad.limit = min(max(next, a.MinLimit), a.MaxLimit)
+	}
+	if now >= ad.nextMeasure {
+		ad.measuring = true
+		ad.measured = nil
+		ad.epoch++
+	}
 }
 
 type modelEvent struct {
@@ -43,8 +126,12 @@ type modelEvent struct {
 type modelCall struct {
 	m        *model
 	tt, ri   time.Duration // TimeoutThreshold and RetryInterval of the settings it entered under
+	rt       time.Duration // and RecoveryTime
 	begin    int64
 	gen      int
+	ad       *modelAdaptive      // the adaptive limit it entered under, or nil
+	as       AdaptiveConcurrency // and its settings
+	epoch    uint32
 	probe    bool
 	timedOut bool
 	done     bool
@@ -54,7 +141,14 @@ func newModel(s Settings) *model {
 	s = s.withDefaults()
 	m := &model{s: s, width: int64(s.Window) / int64(s.Buckets)}
 	m.credit = m.capacity() * m.interval()
+	if s.AdaptiveConcurrency.On {
+		m.ad = newModelAdaptive(s.AdaptiveConcurrency)
+	}
 	return m
+}
+
+func newModelAdaptive(a AdaptiveConcurrency) *modelAdaptive {
+	return &modelAdaptive{limit: a.MinLimit, measuring: true}
 }
 
 func (m *model) interval() int64 {
@@ -79,6 +173,12 @@ func sds(t Threshold) int64 {
 func (m *model) reconfigure(s Settings) {
 	old := m.s
 	m.s = s.withDefaults()
+	switch {
+	case !m.s.AdaptiveConcurrency.On:
+		m.ad = nil
+	case m.ad == nil:
+		m.ad = newModelAdaptive(m.s.AdaptiveConcurrency)
+	}
 	if m.interval() != 0 && (old.TokensPerSecond != m.s.TokensPerSecond || old.TokenBucketSize != m.s.TokenBucketSize) {
 		// Converting the credit between bucket settings is not worth
 		// modelling: the model test keeps the bucket settings fixed.
@@ -121,8 +221,9 @@ func (m *model) takeToken(now int64) {
 }
 
 // draw is the DowngradeRate draw: Percent is called only when the rate is
-// strictly between 0 and 100, once per tripped request.
-func (m *model) draw() bool {
+// strictly between 0 and 100, once per tripped request that is not
+// critical; a critical one is degraded only at 100.
+func (m *model) draw(pr Priority) bool {
 	r := int(sds(m.s.DowngradeRate))
 	if r < 0 {
 		r = 100
@@ -130,18 +231,27 @@ func (m *model) draw() bool {
 	switch {
 	case r >= 100:
 		return true
-	case r <= 0:
+	case r <= 0 || pr == PriorityCritical:
 		return false
 	default:
 		return m.s.Percent() < r
 	}
 }
 
+// call returns a call entered at now.
+func (m *model) call(now int64, probe bool) *modelCall {
+	c := &modelCall{m: m, tt: m.s.TimeoutThreshold, ri: m.s.RetryInterval, rt: m.s.RecoveryTime, begin: now, gen: m.gen, probe: probe}
+	if m.ad != nil {
+		c.ad, c.as, c.epoch = m.ad, m.s.AdaptiveConcurrency, m.ad.epoch
+	}
+	return c
+}
+
 // forward counts a forwarded request and returns its call.
 func (m *model) forward(now int64, probe bool) *modelCall {
 	m.count(now, Counts{Visits: 1})
 	m.inflight++
-	return &modelCall{m: m, tt: m.s.TimeoutThreshold, ri: m.s.RetryInterval, begin: now, gen: m.gen, probe: probe}
+	return m.call(now, probe)
 }
 
 // degrade counts a degraded request; in shadow mode it is forwarded anyway.
@@ -150,19 +260,63 @@ func (m *model) degrade(now int64, v Verdict) (Verdict, *modelCall) {
 	if m.s.Shadow {
 		m.inflight++
 		v.Allowed, v.Shadow = true, true
-		return v, &modelCall{m: m, tt: m.s.TimeoutThreshold, begin: now, gen: m.gen}
+		c := m.call(now, false)
+		c.ri = 0
+		return v, c
 	}
 	return v, nil
 }
 
-func (m *model) endDelay() {
+// drawn degrades v's request, or forwards it when the draw says so.
+func (m *model) drawn(now int64, v Verdict, pr Priority) (Verdict, *modelCall) {
+	if !m.draw(pr) {
+		m.takeToken(now)
+		v.Allowed = true
+		return v, m.forward(now, false)
+	}
+	return m.degrade(now, v)
+}
+
+// endDelay ends the delay that ended at end: the window is cleared and a
+// recovery ramp of rt starts.
+func (m *model) endDelay(end int64, rt time.Duration) {
 	m.delay.active, m.delay.probing = false, false
 	m.tripped = false
 	m.clear()
+	if rt > 0 {
+		m.ramp.active, m.ramp.from, m.ramp.until, m.ramp.credit = true, end, end+int64(rt), 1_000_000
+	}
 }
 
-func (m *model) enter(now int64, pressureTest bool) (Verdict, *modelCall) {
+// rampShare is the share the ramp admits at now, in millionths:
+// start% + (100% - start%) * elapsed / RecoveryTime, rounded down.
+func (m *model) rampShare(now int64) int64 {
+	if now >= m.ramp.until {
+		return 1_000_000
+	}
+	base := m.s.RecoveryStartPercent() * 10_000
+	x := new(big.Int).Mul(big.NewInt(1_000_000-base), big.NewInt(max(0, now-m.ramp.from)))
+	x.Quo(x, big.NewInt(m.ramp.until-m.ramp.from))
+	return base + x.Int64()
+}
+
+// recovering reports whether the ramp runs at now, as the next request
+// would find it (a delay whose time has passed has ended and started one).
+func (m *model) recovering(now int64) bool {
+	if m.s.RecoveryTime <= 0 {
+		return false
+	}
+	if m.delay.active {
+		return now >= m.delay.until && now < m.delay.until+int64(m.s.RecoveryTime)
+	}
+	return m.ramp.active && now < m.ramp.until
+}
+
+func (m *model) enter(now int64, pressureTest bool, pr Priority) (Verdict, *modelCall) {
 	s := &m.s
+	if m.ad != nil {
+		m.ad.advance(now, s.AdaptiveConcurrency, m.inflight)
+	}
 	// 1. pressure-test traffic.
 	if pressureTest && s.PressureTestDowngrade {
 		return m.degrade(now, Verdict{Strategy: PressureTest})
@@ -171,7 +325,7 @@ func (m *model) enter(now int64, pressureTest bool) (Verdict, *modelCall) {
 	var ev Events
 	if m.delay.active {
 		if now >= m.delay.until {
-			m.endDelay()
+			m.endDelay(m.delay.until, s.RecoveryTime)
 			ev = EventDelayEnded
 		} else {
 			v := Verdict{Strategy: m.delay.strategy, Delay: true}
@@ -181,17 +335,30 @@ func (m *model) enter(now int64, pressureTest bool) (Verdict, *modelCall) {
 				v.Allowed, v.Probe = true, true
 				return v, m.forward(now, true)
 			}
-			if !m.draw() {
-				m.takeToken(now)
-				v.Allowed = true
-				return v, m.forward(now, false)
+			return m.drawn(now, v, pr)
+		}
+	}
+	// 2b. the recovery ramp.
+	if m.ramp.active && s.RecoveryTime > 0 {
+		if now >= m.ramp.until {
+			m.ramp.active = false
+		} else {
+			c := m.counts(now)
+			if f := c.Exceptions + c.Timeouts; f > 0 {
+				return m.trip(now, c, Verdict{Strategy: Recovery, Count: f, Threshold: 1, Events: ev}, pr)
 			}
-			return m.degrade(now, v)
+			share := m.rampShare(now)
+			m.ramp.credit += share
+			if m.ramp.credit >= 1_000_000 || pr == PriorityCritical && m.ramp.credit > 0 {
+				m.ramp.credit -= 1_000_000
+			} else {
+				return m.drawn(now, Verdict{Strategy: Recovery, Count: share / 10_000, Threshold: 100, Events: ev}, pr)
+			}
 		}
 	}
 	// 3. the strategies, in order.
 	c := m.counts(now)
-	v := m.judge(now, c)
+	v := m.judge(now, c, pr)
 	v.Events = ev
 	if v.Strategy == 0 {
 		if m.tripped {
@@ -202,7 +369,16 @@ func (m *model) enter(now int64, pressureTest bool) (Verdict, *modelCall) {
 		v.Allowed = true
 		return v, m.forward(now, false)
 	}
-	// 4. a trip.
+	if v.Sheddable {
+		return m.drawn(now, v, pr)
+	}
+	return m.trip(now, c, v, pr)
+}
+
+// trip records a trip of v on window counts c, starts the delay, and
+// degrades the request or forwards it by the draw.
+func (m *model) trip(now int64, c Counts, v Verdict, pr Priority) (Verdict, *modelCall) {
+	s := &m.s
 	if !m.tripped {
 		m.tripped = true
 		v.Events |= EventTripped
@@ -215,32 +391,52 @@ func (m *model) enter(now int64, pressureTest bool) (Verdict, *modelCall) {
 		m.delay.until = now + int64(s.DelayTime)
 		m.delay.nextProbe = now + int64(s.RetryInterval)
 		v.Events |= EventDelayStarted
+		m.ramp.active = false
 	}
-	if !m.draw() {
-		m.takeToken(now)
-		v.Allowed = true
-		return v, m.forward(now, false)
-	}
-	return m.degrade(now, v)
+	return m.drawn(now, v, pr)
 }
 
-// judge applies the strategies in order to a request at now on window
-// counts c; the zero Verdict when they all pass. It has no effect on the
-// model (tokenAvailable only brings the bucket's credit up to now).
-func (m *model) judge(now int64, c Counts) Verdict {
+// share is percent of n, rounded down.
+func share(n, percent int64) int64 {
+	return new(big.Int).Quo(new(big.Int).Mul(big.NewInt(n), big.NewInt(percent)), big.NewInt(100)).Int64()
+}
+
+// judge applies the strategies in order to a request of priority pr at now
+// on window counts c; the zero Verdict when they all pass. A sheddable
+// request fails a count strategy above its share of the threshold. It has
+// no effect on the model (tokenAvailable only brings the bucket's credit up
+// to now).
+func (m *model) judge(now int64, c Counts, pr Priority) Verdict {
 	s := &m.s
 	visits := c.Visits + 1
 	passed := visits - c.Degraded
 	var v Verdict
 	visit, conc, count := sds(s.VisitThreshold), sds(s.ConcurrentThreshold), sds(s.TimeoutCountThreshold)
 	exc, rate := sds(s.ExceptionThreshold), sds(s.ExceptionRateThreshold)
+	pct := int64(100)
+	if pr == PrioritySheddable {
+		pct = s.SheddablePercent()
+	}
+	// over fills v when count is above the share of limit.
+	over := func(st Strategy, count, limit int64) bool {
+		if count <= share(limit, pct) {
+			return false
+		}
+		v.Strategy, v.Count, v.Threshold = st, count, limit
+		if count <= limit {
+			v.Threshold, v.Sheddable = share(limit, pct), true
+		}
+		return true
+	}
 	switch {
-	case visit >= 0 && passed > visit:
-		v.Strategy, v.Count, v.Threshold = Visit, passed, visit
-	case m.interval() != 0 && !m.tokenAvailable(now):
+	case visit >= 0 && over(Visit, passed, visit):
+	case m.interval() != 0 && !m.tokensFor(now, share(m.capacity(), pct)):
 		v.Strategy, v.Count, v.Threshold = TokenBucket, 0, m.capacity()
-	case conc >= 0 && m.inflight+1 > conc:
-		v.Strategy, v.Count, v.Threshold = Concurrent, m.inflight+1, conc
+		if pct < 100 && m.tokenAvailable(now) {
+			v.Threshold, v.Sheddable = share(m.capacity(), pct), true
+		}
+	case conc >= 0 && over(Concurrent, m.inflight+1, conc):
+	case m.ad != nil && over(Adaptive, m.inflight+1, m.ad.current(s.AdaptiveConcurrency)):
 	case s.TimeoutThreshold > 0 && count >= 0 && c.Timeouts >= count:
 		v.Strategy, v.Count, v.Threshold = Timeout, c.Timeouts, count
 	case exc >= 0 && c.Exceptions >= exc:
@@ -249,6 +445,13 @@ func (m *model) judge(now int64, c Counts) Verdict {
 		v.Strategy, v.Count, v.Threshold = ExceptionRate, c.Exceptions*100/passed, rate
 	}
 	return v
+}
+
+// tokensFor reports whether a request that may use usable of the bucket's
+// tokens finds one: taking it leaves at least capacity-usable.
+func (m *model) tokensFor(now, usable int64) bool {
+	m.tokenAvailable(now)
+	return m.credit >= (m.capacity()-usable+1)*m.interval()
 }
 
 func (c *modelCall) timeout(now int64) bool {
@@ -269,6 +472,12 @@ func (c *modelCall) exit(now int64, o Outcome) Events {
 	c.done = true
 	m := c.m
 	m.inflight--
+	if c.ad != nil {
+		c.ad.advance(now, c.as, m.inflight)
+		if o != Failed && o != Canceled && c.epoch == c.ad.epoch {
+			c.ad.samples = append(c.ad.samples, now-c.begin)
+		}
+	}
 	var d Counts
 	if !c.timedOut && c.tt > 0 && now-c.begin >= int64(c.tt) {
 		d.Timeouts, c.timedOut = 1, true
@@ -289,7 +498,7 @@ func (c *modelCall) exit(now int64, o Outcome) Events {
 	case o == Canceled:
 		m.delay.nextProbe = now
 	default:
-		m.endDelay()
+		m.endDelay(now, c.rt)
 		return EventDelayEnded
 	}
 	return 0
@@ -300,10 +509,10 @@ func (c *modelCall) exit(now int64, o Outcome) Events {
 func (m *model) settle(now int64) Events {
 	var ev Events
 	if m.delay.active && now >= m.delay.until {
-		m.endDelay()
+		m.endDelay(m.delay.until, m.s.RecoveryTime)
 		ev |= EventDelayEnded
 	}
-	if m.tripped && !m.delay.active && m.judge(now, m.counts(now)).Strategy == 0 {
+	if m.tripped && !m.delay.active && !m.wouldTrip(now, m.counts(now)) {
 		m.tripped = false
 		ev |= EventRecovered
 	}
@@ -319,7 +528,7 @@ func (m *model) state(now int64) State {
 	if m.delay.active && !inDelay {
 		c = Counts{}
 	}
-	trips := m.judge(now, c).Strategy != 0
+	trips := m.wouldTrip(now, c)
 	switch {
 	case m.s.Shadow && (inDelay || trips):
 		return Shadow
@@ -329,6 +538,15 @@ func (m *model) state(now int64) State {
 		return Open
 	}
 	return Closed
+}
+
+// wouldTrip reports whether the next plain request at now, on window
+// counts c, would trip: a failure during the recovery ramp, or a strategy.
+func (m *model) wouldTrip(now int64, c Counts) bool {
+	if m.recovering(now) && c.Exceptions+c.Timeouts > 0 {
+		return true
+	}
+	return m.judge(now, c, PriorityDefault).Strategy != 0
 }
 
 // modelCase is one random run's settings generator.
@@ -388,7 +606,26 @@ func randomSettings(r *rand.Rand) Settings {
 	}
 	s.PressureTestDowngrade = r.IntN(3) == 0
 	s.Shadow = r.IntN(5) == 0
+	if r.IntN(2) == 0 {
+		s.RecoveryTime = time.Duration(1+r.IntN(2000)) * time.Millisecond
+		s.RecoveryStart = []Threshold{{}, At(0), At(10), At(50), At(100)}[r.IntN(5)]
+	}
+	s.SheddableShare = []Threshold{{}, At(0), At(30), At(80), At(100)}[r.IntN(5)]
+	if r.IntN(2) == 0 {
+		s.AdaptiveConcurrency = randomAdaptive(r)
+	}
 	return s
+}
+
+// randomAdaptive is an adaptive limit that moves within a model run: short
+// intervals, low limits.
+func randomAdaptive(r *rand.Rand) AdaptiveConcurrency {
+	a := AdaptiveConcurrency{On: true, MinLimit: 1 + r.Int64N(3)}
+	a.MaxLimit = a.MinLimit + r.Int64N(8)
+	a.Interval = time.Duration(1+r.IntN(60)) * time.Millisecond
+	a.Tolerance = []Threshold{{}, At(0), At(50)}[r.IntN(3)]
+	a.MinLatencyInterval = a.Interval * time.Duration(1+r.IntN(40))
+	return a
 }
 
 // keepShape returns fresh random thresholds with the shape and token
@@ -397,6 +634,9 @@ func keepShape(r *rand.Rand, s Settings) Settings {
 	n := randomSettings(r)
 	n.Window, n.Buckets, n.Shards = s.Window, s.Buckets, s.Shards
 	n.TokensPerSecond, n.TokenBucketSize = s.TokensPerSecond, s.TokenBucketSize
+	if s.AdaptiveConcurrency.On && r.IntN(8) != 0 {
+		n.AdaptiveConcurrency = randomAdaptive(r) // kept on: its state carries over
+	}
 	return n
 }
 
@@ -433,6 +673,17 @@ func TestModel(t *testing.T) {
 		{"random", 4000, randomSettings},
 		{"all on", 6000, allOn},
 		{"shadow", 3000, func(r *rand.Rand) Settings { s := allOn(r); s.Shadow = true; return s }},
+		{"adaptive and priorities", 6000, func(r *rand.Rand) Settings {
+			var s Settings
+			s.Window, s.Buckets, s.Shards = time.Second, 10, 1+r.IntN(4)
+			s.AdaptiveConcurrency = randomAdaptive(r)
+			s.SheddableShare = []Threshold{{}, At(0), At(50)}[r.IntN(3)]
+			s.DowngradeRate = []Threshold{{}, At(50)}[r.IntN(2)]
+			s.TimeoutThreshold, s.TimeoutCountThreshold = 100*time.Millisecond, At(3+r.Int64N(5))
+			s.DelayTime, s.RetryInterval = 300*time.Millisecond, 50*time.Millisecond
+			s.RecoveryTime, s.RecoveryStart = time.Duration(100+r.IntN(900))*time.Millisecond, At(r.Int64N(60))
+			return s
+		}},
 		{"visit only", 3000, func(r *rand.Rand) Settings {
 			var s Settings
 			s.Shards, s.VisitThreshold = 1+r.IntN(4), At(1+r.Int64N(300)) // around and above the bound's slack
@@ -507,14 +758,15 @@ func runModel(t *testing.T, tc modelCase, seed uint64) {
 		switch x := r.IntN(100); {
 		case x < 50 || len(calls) == 0: // Enter
 			pt := r.IntN(8) == 0
+			pr := Priority(r.IntN(4)) // the zero Priority included
 			steerShard(r)
 			c := &pair{}
-			got := p.Enter(&c.c, at, pt)
-			want, mc := m.enter(now, pt)
+			got := p.EnterPriority(&c.c, at, pt, pr)
+			want, mc := m.enter(now, pt, pr)
 			c.m = mc
-			logf("call %p: Enter(pt=%v) = %+v", c, pt, got)
+			logf("call %p: Enter(pt=%v, %v) = %+v", c, pt, pr, got)
 			if got != want {
-				t.Fatalf("%s: Enter(pressureTest=%v) = %+v, want %+v", where(), pt, got, want)
+				t.Fatalf("%s: Enter(pressureTest=%v, %v) = %+v, want %+v", where(), pt, pr, got, want)
 			}
 			calls = append(calls, c) // degraded ones too: their Exit must do nothing
 		case x < 53: // Settle, as the handler's loop does once a second
@@ -559,6 +811,16 @@ func runModel(t *testing.T, tc modelCase, seed uint64) {
 		}
 		if want := m.state(now); sn.Status.State != want || p.State(at) != want {
 			t.Fatalf("%s: State = %v (State() %v), want %v", where(), sn.Status.State, p.State(at), want)
+		}
+		var wantLimit int64
+		if m.ad != nil {
+			wantLimit = m.ad.current(m.s.AdaptiveConcurrency)
+		}
+		if sn.Adaptive.Limit != wantLimit {
+			t.Fatalf("%s: adaptive limit = %d, want %d", where(), sn.Adaptive.Limit, wantLimit)
+		}
+		if rec := m.recovering(now); sn.Status.Recovering != rec {
+			t.Fatalf("%s: Recovering = %v, want %v", where(), sn.Status.Recovering, rec)
 		}
 		got := sn.LastTrip
 		got.At = got.At.UTC()

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -18,8 +19,13 @@ type Point struct {
 	tokenInterval int64 // nanoseconds per token; 0: token bucket off
 	tokenCapacity int64 // max(TokenBucketSize, TokensPerSecond)
 	downgradeRate int   // DowngradePercent
+	sheddable     int64 // SheddablePercent
+	// exact: the calls in flight are counted in pointState.inflight (the
+	// concurrent strategy or the adaptive limit is on).
+	exact bool
 
 	st *pointState
+	ad *adaptive // the adaptive limit's state; nil when it is off
 }
 
 // pointState is what survives a Reconfigure with the same window shape.
@@ -36,10 +42,12 @@ type pointState struct {
 
 	tripped atomic.Bool   // a trip was reported (EventTripped) and its recovery not yet; not the State
 	inDelay atomic.Bool   // mirrors delay.active for a lock-free check
+	ramping atomic.Bool   // mirrors ramp.active for a lock-free check
 	gen     atomic.Uint64 // incremented when the window is cleared
 
-	mu    sync.Mutex // guards delay and last
+	mu    sync.Mutex // guards delay, ramp and last
 	delay delayState
+	ramp  rampState
 	last  Trip
 
 	// The two values a request writes when the token bucket or the
@@ -50,6 +58,22 @@ type pointState struct {
 	tat      atomic.Int64 // token bucket: theoretical arrival time, Unix ns (GCRA)
 	_        [112]byte
 }
+
+// rampState is the recovery ramp that follows a delay (Policy.RecoveryTime).
+// The share admitted at an instant is a rate in parts per million; each
+// request adds it to credit, and a request is admitted when credit holds a
+// whole request (rampWhole), which it takes: over any run of requests the
+// admitted share follows the ramp within one request, with no draw. A
+// critical request is admitted whenever credit is above zero, so it goes
+// first.
+type rampState struct {
+	active      bool
+	from, until int64 // Unix ns: the ramp runs from the delay's end for RecoveryTime
+	credit      int64 // parts per million of a request
+}
+
+// rampWhole is one request in rampState.credit.
+const rampWhole = 1_000_000
 
 type delayState struct {
 	active    bool
@@ -77,6 +101,11 @@ type Verdict struct {
 	Shadow bool
 	// Delay: the point is in its delay; Strategy is the one that started it.
 	Delay bool
+	// Sheddable: a PrioritySheddable request failed its share of a count
+	// threshold (Policy.SheddableShare) that it would have passed in full:
+	// Strategy names the threshold, Count and Threshold are the count and
+	// the share. Such a degradation is not a trip: it starts no delay.
+	Sheddable bool
 	// Probe: the delay let this request through to test the service.
 	Probe bool
 	// Events are the state changes this request caused.
@@ -107,6 +136,9 @@ func NewPoint(name string, s Settings) (*Point, error) {
 		return nil, err
 	}
 	p.st = newState(p.s)
+	if p.s.AdaptiveConcurrency.On {
+		p.ad = newAdaptive(p.s.AdaptiveConcurrency)
+	}
 	return p, nil
 }
 
@@ -115,7 +147,8 @@ func newPoint(name string, s Settings) (*Point, error) {
 	if err := s.Check(); err != nil {
 		return nil, err
 	}
-	p := &Point{name: name, s: s, downgradeRate: s.DowngradePercent()}
+	p := &Point{name: name, s: s, downgradeRate: s.DowngradePercent(), sheddable: s.SheddablePercent(),
+		exact: s.ConcurrentThreshold.on || s.AdaptiveConcurrency.On}
 	if rate, on := s.TokensPerSecond.Get(); on {
 		size, _ := s.TokenBucketSize.Get()
 		p.tokenInterval = MaxTokensPerSecond / rate
@@ -137,10 +170,18 @@ func (p *Point) Reconfigure(s Settings) (*Point, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.s.sameShape(np.s) {
+	same := p.s.sameShape(np.s)
+	if same {
 		np.st = p.st
 	} else {
 		np.st = newState(np.s)
+	}
+	switch {
+	case !np.s.AdaptiveConcurrency.On:
+	case same && p.ad != nil:
+		np.ad = p.ad
+	default:
+		np.ad = newAdaptive(np.s.AdaptiveConcurrency)
 	}
 	return np, nil
 }
@@ -161,31 +202,51 @@ func (p *Point) TimeoutThreshold() time.Duration {
 	return p.s.TimeoutThreshold
 }
 
-// Enter judges one request at now (README, Semantics) and counts it. pressureTest
-// marks pressure-test traffic. When the Verdict allows the request, c is
-// filled and the caller must call c.Exit once the call ends; otherwise c is
-// left empty and its Exit does nothing. Enter does not allocate.
+// Enter judges one request of PriorityDefault at now (README, Semantics)
+// and counts it: EnterPriority with PriorityDefault.
+func (p *Point) Enter(c *Call, now time.Time, pressureTest bool) Verdict {
+	return p.EnterPriority(c, now, pressureTest, PriorityDefault)
+}
+
+// EnterPriority judges one request of priority pr at now (README,
+// Semantics and Priority shedding) and counts it. pressureTest marks
+// pressure-test traffic. When the Verdict allows the request, c is filled
+// and the caller must call c.Exit once the call ends; otherwise c is left
+// empty and its Exit does nothing. EnterPriority does not allocate.
 //
 // Concurrent Enters are judged against the counts each one sees; requests
 // racing at the threshold may see each other's counts or not, as with any
 // lock-free limiter, but every request is counted exactly once.
-func (p *Point) Enter(c *Call, now time.Time, pressureTest bool) Verdict {
+func (p *Point) EnterPriority(c *Call, now time.Time, pressureTest bool, pr Priority) Verdict {
 	c.reset()
 	st := p.st
+	if p.ad != nil {
+		p.ad.advance(now, p)
+	}
 	cur := st.win.bucket(now)
 	if pressureTest && p.s.PressureTestDowngrade {
 		return p.finish(c, now, cur, judgement{v: Verdict{Strategy: PressureTest}}, true)
 	}
 	var ev Events
 	if st.inDelay.Load() {
-		v, ok := p.enterDelay(c, now, cur)
+		v, ok := p.enterDelay(c, now, cur, pr)
 		if ok {
 			return v
 		}
 		ev = v.Events
 	}
+	if st.ramping.Load() && p.s.RecoveryTime > 0 {
+		switch gate, n := p.enterRamp(now, cur, pr); gate {
+		case rampFailed:
+			j := judgement{v: Verdict{Strategy: Recovery, Count: n, Threshold: 1, Events: ev}}
+			return p.trip(c, now, cur, j, pr)
+		case rampGated:
+			j := judgement{v: Verdict{Strategy: Recovery, Count: n, Threshold: 100, Events: ev}}
+			return p.finish(c, now, cur, j, p.draw(pr))
+		}
+	}
 
-	j := p.judge(now, cur)
+	j := p.judge(now, cur, pr)
 	j.v.Events |= ev
 	if j.v.Strategy == 0 {
 		if st.tripped.Load() && st.tripped.CompareAndSwap(true, false) {
@@ -195,7 +256,17 @@ func (p *Point) Enter(c *Call, now time.Time, pressureTest bool) Verdict {
 		j.v.Allowed = true
 		return j.v
 	}
+	if j.v.Sheddable {
+		return p.finish(c, now, cur, j, p.draw(pr))
+	}
+	return p.trip(c, now, cur, j, pr)
+}
 
+// trip ends a request whose judging tripped the point: the trip is
+// recorded, the delay started, and the request degraded or, by the
+// DowngradeRate draw, forwarded.
+func (p *Point) trip(c *Call, now time.Time, cur int64, j judgement, pr Priority) Verdict {
+	st := p.st
 	if !st.tripped.Load() && st.tripped.CompareAndSwap(false, true) {
 		j.v.Events |= EventTripped
 	}
@@ -211,7 +282,74 @@ func (p *Point) Enter(c *Call, now time.Time, pressureTest bool) Verdict {
 		j.v.Events |= EventDelayStarted
 	}
 	st.mu.Unlock()
-	return p.finish(c, now, cur, j, p.draw())
+	return p.finish(c, now, cur, j, p.draw(pr))
+}
+
+// What the recovery ramp does with a request (enterRamp).
+const (
+	rampPass   = iota // no ramp, or the ramp admits it: judge it
+	rampGated         // beyond the share the ramp admits now
+	rampFailed        // a call failed during the ramp: trip
+)
+
+// enterRamp judges a request at now against the recovery ramp. It ends a
+// ramp whose time has passed. For rampFailed, n is the failures
+// (exceptions and timeouts) in the window, all since the ramp began (the
+// window was cleared when the delay ended); for rampGated, the percent
+// the ramp admits now.
+func (p *Point) enterRamp(now time.Time, cur int64, pr Priority) (gate int, n int64) {
+	st := p.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	r := &st.ramp
+	if !r.active {
+		return rampPass, 0
+	}
+	at := now.UnixNano()
+	if at >= r.until {
+		p.endRampLocked()
+		return rampPass, 0
+	}
+	if exc, to := st.win.failures(cur); exc+to > 0 {
+		return rampFailed, exc + to
+	}
+	share := rampShare(p.s.RecoveryStartPercent(), r.from, r.until, at)
+	r.credit += share
+	if r.credit >= rampWhole || pr == PriorityCritical && r.credit > 0 {
+		r.credit -= rampWhole
+		return rampPass, 0
+	}
+	return rampGated, share / (rampWhole / 100)
+}
+
+// rampShare returns the share of requests a ramp from from to until
+// (Unix ns) admits at at, in parts per million: start percent at from,
+// rising linearly to all of them at until.
+func rampShare(start, from, until, at int64) int64 {
+	if at >= until {
+		return rampWhole
+	}
+	base := start * (rampWhole / 100)
+	hi, lo := bits.Mul64(uint64(rampWhole-base), uint64(max(at-from, 0)))
+	q, _ := bits.Div64(hi, lo, uint64(until-from))
+	return base + int64(q)
+}
+
+// startRampLocked starts the recovery ramp at end, the instant a delay
+// ended, if the point has one. The caller holds st.mu.
+func (p *Point) startRampLocked(end time.Time) {
+	if p.s.RecoveryTime <= 0 {
+		return
+	}
+	at := end.UnixNano()
+	p.st.ramp = rampState{active: true, from: at, until: at + int64(p.s.RecoveryTime), credit: rampWhole}
+	p.st.ramping.Store(true)
+}
+
+// endRampLocked ends the recovery ramp. The caller holds st.mu.
+func (p *Point) endRampLocked() {
+	p.st.ramp = rampState{}
+	p.st.ramping.Store(false)
 }
 
 // judgement is judge's result: the verdict, and what judging took.
@@ -228,32 +366,54 @@ func (j *judgement) load(w *window, cur int64) {
 	j.counts, j.exact = w.sum(cur), true
 }
 
-// judge applies the strategies in order (README, Semantics, step 3) and
-// stops at the first
-// that fails. It reads the exact window counts only when it must: see
-// window for the bound that spares the visit strategy the sum.
-func (p *Point) judge(now time.Time, cur int64) (j judgement) {
+// judge applies the strategies in order (README, Semantics, step 3) to a
+// request of priority pr and stops at the first that fails. A sheddable
+// request is judged against its share of each count threshold; failing
+// the share of one it would pass in full sets Verdict.Sheddable. It reads
+// the exact window counts only when it must: see window for the bound
+// that spares the visit strategy the sum.
+func (p *Point) judge(now time.Time, cur int64, pr Priority) (j judgement) {
 	s := &p.s
 	w := p.st.win
-	if visit := s.VisitThreshold; visit.on && !w.passBound(visit.n) {
-		j.load(w, cur)
-		if passed := j.counts.Visits + 1 - j.counts.Degraded; passed > visit.n {
-			j.v.Strategy, j.v.Count, j.v.Threshold = Visit, passed, visit.n
-			return j
+	shed := pr == PrioritySheddable
+	if visit := s.VisitThreshold; visit.on {
+		limit := visit.n
+		if shed {
+			limit = shareOf(visit.n, p.sheddable)
+		}
+		if !w.passBound(limit) {
+			j.load(w, cur)
+			if passed := j.counts.Visits + 1 - j.counts.Degraded; passed > limit {
+				j.v.Strategy, j.v.Count, j.v.Threshold = Visit, passed, visit.n
+				if passed <= visit.n {
+					j.v.Threshold, j.v.Sheddable = limit, true
+				}
+				return j
+			}
 		}
 	}
 	if p.tokenInterval > 0 {
-		if !p.takeToken(now) {
+		capacity := p.tokenCapacity
+		if shed {
+			capacity = shareOf(capacity, p.sheddable)
+		}
+		if !p.takeToken(now, capacity) {
 			j.v.Strategy, j.v.Count, j.v.Threshold = TokenBucket, 0, p.tokenCapacity
+			if shed && p.tokenAvailable(now) {
+				j.v.Threshold, j.v.Sheddable = capacity, true
+			}
 			return j
 		}
 		j.took = true
 	}
-	if conc := s.ConcurrentThreshold; conc.on {
+	if p.exact {
 		n := p.st.inflight.Add(1) + w.inflight() // this request included
-		if n > conc.n {
+		if conc := s.ConcurrentThreshold; conc.on && p.overLimit(&j, Concurrent, n, conc.n, shed) {
 			p.st.inflight.Add(-1)
-			j.v.Strategy, j.v.Count, j.v.Threshold = Concurrent, n, conc.n
+			return j
+		}
+		if p.ad != nil && p.overLimit(&j, Adaptive, n, p.ad.current(&s.AdaptiveConcurrency), shed) {
+			p.st.inflight.Add(-1)
 			return j
 		}
 		j.held = true
@@ -288,6 +448,28 @@ func (p *Point) judge(now time.Time, cur int64) (j judgement) {
 	return j
 }
 
+// overLimit judges n calls in flight, this request included, against a
+// concurrency limit of strategy s (a sheddable request against its share
+// of it), and fills j's verdict when they are above it.
+func (p *Point) overLimit(j *judgement, s Strategy, n, limit int64, shed bool) bool {
+	share := limit
+	if shed {
+		share = shareOf(limit, p.sheddable)
+	}
+	if n <= share {
+		return false
+	}
+	j.v.Strategy, j.v.Count, j.v.Threshold = s, n, limit
+	if n <= limit {
+		j.v.Threshold, j.v.Sheddable = share, true
+	}
+	return true
+}
+
+// shareOf returns percent of n, rounded down, for any n >= 0 without
+// overflow.
+func shareOf(n, percent int64) int64 { return n/100*percent + n%100*percent/100 }
+
 // finish ends a tripped request: degrade it (or, in shadow mode, forward it
 // as would-be degraded), or forward it when degrade is false (the
 // DowngradeRate draw let it through). Only a forwarded request keeps a
@@ -298,7 +480,7 @@ func (p *Point) finish(c *Call, now time.Time, cur int64, j judgement, degrade b
 	v := j.v
 	if !degrade {
 		if !j.took && p.tokenInterval > 0 {
-			p.takeToken(now)
+			p.takeToken(now, p.tokenCapacity)
 		}
 		p.start(c, st.win.record(cur, false), now, false, false)
 		v.Allowed = true
@@ -321,18 +503,21 @@ func (p *Point) finish(c *Call, now time.Time, cur int64, j judgement, degrade b
 func (p *Point) start(c *Call, sh *shard, now time.Time, held, probe bool) {
 	slot := &p.st.inflight
 	if !held {
-		if !p.s.ConcurrentThreshold.on {
+		if !p.exact {
 			slot = sh.slot
 		}
 		slot.Add(1)
 	}
 	c.p, c.slot, c.begin, c.gen, c.probe = p, slot, now, p.st.gen.Load(), probe
+	if p.ad != nil {
+		c.epoch = p.ad.epoch.Load()
+	}
 }
 
 // enterDelay judges a request while the point is in its delay. ok is false
 // when the delay turned out to be over; then the request is judged by the
 // strategies, and v.Events says whether this call ended the delay.
-func (p *Point) enterDelay(c *Call, now time.Time, cur int64) (v Verdict, ok bool) {
+func (p *Point) enterDelay(c *Call, now time.Time, cur int64, pr Priority) (v Verdict, ok bool) {
 	st := p.st
 	st.mu.Lock()
 	d := &st.delay
@@ -341,7 +526,7 @@ func (p *Point) enterDelay(c *Call, now time.Time, cur int64) (v Verdict, ok boo
 		return Verdict{}, false
 	}
 	if !now.Before(d.until) {
-		p.endDelayLocked()
+		p.endDelayLocked(d.until)
 		st.mu.Unlock()
 		return Verdict{Events: EventDelayEnded}, false
 	}
@@ -350,14 +535,14 @@ func (p *Point) enterDelay(c *Call, now time.Time, cur int64) (v Verdict, ok boo
 		d.probing = true
 		st.mu.Unlock()
 		if p.tokenInterval > 0 {
-			p.takeToken(now)
+			p.takeToken(now, p.tokenCapacity)
 		}
 		p.start(c, st.win.record(cur, false), now, false, true)
 		v.Allowed, v.Probe = true, true
 		return v, true
 	}
 	st.mu.Unlock()
-	return p.finish(c, now, cur, judgement{v: v}, p.draw()), true
+	return p.finish(c, now, cur, judgement{v: v}, p.draw(pr)), true
 }
 
 // startDelayLocked starts the delay at now. The caller holds st.mu.
@@ -370,24 +555,29 @@ func (p *Point) startDelayLocked(now time.Time, s Strategy) {
 		nextProbe: now.Add(p.s.RetryInterval),
 	}
 	st.inDelay.Store(true)
+	p.endRampLocked()
 }
 
-// endDelayLocked ends the delay and clears the window, so the point starts
-// afresh. Calls entered before it no longer count. The caller holds st.mu.
-func (p *Point) endDelayLocked() {
+// endDelayLocked ends the delay at end and clears the window, so the point
+// starts afresh, and starts the recovery ramp if the point has one. Calls
+// entered before it no longer count. The caller holds st.mu.
+func (p *Point) endDelayLocked(end time.Time) {
 	st := p.st
 	st.delay = delayState{}
 	st.inDelay.Store(false)
 	st.gen.Add(1)
 	st.win.reset()
 	st.tripped.Store(false)
+	p.startRampLocked(end)
 }
 
-// takeToken takes one token from the bucket at now, if one is there.
-// The bucket is a GCRA: tat is when the bucket would be full again.
-func (p *Point) takeToken(now time.Time) bool {
+// takeToken takes one token from the bucket at now, if one is there and
+// fewer than capacity (at most the bucket's) are used: a sheddable request
+// may use only its share of the bucket. The bucket is a GCRA: tat is when
+// the bucket would be full again.
+func (p *Point) takeToken(now time.Time, capacity int64) bool {
 	n := now.UnixNano()
-	tolerance := (p.tokenCapacity - 1) * p.tokenInterval
+	tolerance := (capacity - 1) * p.tokenInterval
 	for {
 		tat := p.st.tat.Load()
 		t := max(tat, n)
@@ -400,6 +590,13 @@ func (p *Point) takeToken(now time.Time) bool {
 	}
 }
 
+// tokenAvailable reports whether the bucket holds a token at now, without
+// taking it.
+func (p *Point) tokenAvailable(now time.Time) bool {
+	n := now.UnixNano()
+	return max(p.st.tat.Load(), n)-n <= (p.tokenCapacity-1)*p.tokenInterval
+}
+
 // tokens returns the tokens in the bucket at now, or -1 when it is off.
 func (p *Point) tokens(now time.Time) int64 {
 	if p.tokenInterval == 0 {
@@ -410,13 +607,15 @@ func (p *Point) tokens(now time.Time) int64 {
 	return max(0, p.tokenCapacity-(used+p.tokenInterval-1)/p.tokenInterval)
 }
 
-// draw reports whether a tripped request is degraded (DowngradeRate).
-func (p *Point) draw() bool {
+// draw reports whether a tripped request of priority pr is degraded
+// (DowngradeRate). A DowngradeRate below 100 degrades default and
+// sheddable requests only: a critical one is forwarded, with no draw.
+func (p *Point) draw(pr Priority) bool {
 	r := p.downgradeRate
 	switch {
 	case r >= 100:
 		return true
-	case r <= 0:
+	case r <= 0 || pr == PriorityCritical:
 		return false
 	case p.s.Percent != nil:
 		return p.s.Percent() < r
@@ -440,6 +639,7 @@ type Call struct {
 	slot  *atomic.Int64 // the in-flight counter this call added itself to
 	begin time.Time
 	gen   uint64 // pointState.gen at Enter: counts are dropped after a clear
+	epoch uint32 // the adaptive limit's epoch at Enter: its time is a sample only in the same one
 	probe bool
 	flags atomic.Uint32
 	// excluded is the time, in nanoseconds, that Exclude removed from the
@@ -517,6 +717,12 @@ func (c *Call) Exit(now time.Time, o Outcome) Events {
 		return 0
 	}
 	c.slot.Add(-1)
+	if ad := p.ad; ad != nil {
+		ad.advance(now, p)
+		if o != Failed && o != Canceled {
+			ad.sample(c.epoch, c.Duration(now))
+		}
+	}
 	st := p.st
 	var exc, to int64
 	timedOut := old&callTimedOut != 0
@@ -578,7 +784,7 @@ func (p *Point) probeDone(gen uint64, now time.Time, o Outcome, timedOut bool) E
 	case o == Canceled:
 		st.delay.nextProbe = now
 	default:
-		p.endDelayLocked()
+		p.endDelayLocked(now)
 		return EventDelayEnded
 	}
 	return 0

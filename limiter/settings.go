@@ -118,6 +118,160 @@ type Policy struct {
 	PressureTestDowngrade bool
 	// Shadow judges and counts as enforcing would, but never degrades.
 	Shadow bool
+
+	// RecoveryTime is the length of the recovery ramp that starts when a
+	// delay ends (by a good probe, or by DelayTime passing): the share of
+	// requests admitted rises linearly from RecoveryStart percent to 100
+	// percent over RecoveryTime, the others are degraded (Recovery), and
+	// a call that fails during the ramp (an exception or a timeout) trips
+	// the point again at the next request. Zero: no ramp. Negative is
+	// rejected. It needs DelayTime: without a delay no ramp ever starts.
+	RecoveryTime time.Duration
+	// RecoveryStart is the percent, 0 to 100, of requests admitted at the
+	// start of the ramp. Off: DefaultRecoveryStart.
+	RecoveryStart Threshold
+	// SheddableShare is the percent, 0 to 100, of each count threshold
+	// (VisitThreshold, the token bucket's capacity, ConcurrentThreshold,
+	// the adaptive limit) that PrioritySheddable requests may use: a
+	// sheddable request passes such a strategy while its count, this
+	// request included, is at most threshold*SheddableShare/100 (rounded
+	// down). Off: DefaultSheddableShare. It changes nothing for other
+	// priorities.
+	SheddableShare Threshold
+	// AdaptiveConcurrency limits the calls in flight to a limit that
+	// follows the upstream's latency; the zero value is off.
+	AdaptiveConcurrency AdaptiveConcurrency
+}
+
+// Defaults of the recovery ramp and of priority shedding.
+const (
+	// DefaultRecoveryStart is RecoveryStart's default, in percent.
+	DefaultRecoveryStart = 10
+	// DefaultSheddableShare is SheddableShare's default, in percent.
+	DefaultSheddableShare = 80
+)
+
+// RecoveryStartPercent returns RecoveryStart's value, or
+// DefaultRecoveryStart when it is off.
+func (p Policy) RecoveryStartPercent() int64 {
+	if n, on := p.RecoveryStart.Get(); on {
+		return n
+	}
+	return DefaultRecoveryStart
+}
+
+// SheddablePercent returns SheddableShare's value, or
+// DefaultSheddableShare when it is off.
+func (p Policy) SheddablePercent() int64 {
+	if n, on := p.SheddableShare.Get(); on {
+		return n
+	}
+	return DefaultSheddableShare
+}
+
+// AdaptiveConcurrency is the adaptive concurrency limit of a point: the
+// gradient controller of Envoy's adaptive concurrency filter (itself after
+// Netflix's concurrency-limits Gradient), whose limit follows the ratio of
+// the upstream's minimum latency to its latency now. Every Interval:
+//
+//	gradient = clamp(minLatency*(100+Tolerance)/100 / latency, 0.5, 2)
+//	limit    = clamp(limit*gradient + sqrt(limit*gradient), MinLimit, MaxLimit)
+//
+// where latency is the mean upstream time of the calls that ended well
+// (Outcome OK) in the interval, and the limit does not grow while fewer
+// than half of it are in flight (the load, not the upstream, is what
+// keeps latency low then). minLatency is measured at the start, and again
+// every MinLatencyInterval, by holding the limit at MinLimit until
+// MinLatencySamples calls have ended: the mean of their upstream times.
+// A request that finds the calls in flight, itself included, above the
+// limit is degraded (AdaptiveConcurrency).
+//
+// The zero value is off; with On set, each zero field takes its default.
+type AdaptiveConcurrency struct {
+	// On turns the adaptive limit on.
+	On bool
+	// MinLimit is the lowest limit, and the limit while the minimum
+	// latency is measured: 1 to MaxLimit. 0: DefaultAdaptiveMinLimit.
+	MinLimit int64
+	// MaxLimit is the highest limit, MinLimit to MaxAdaptiveLimit. 0:
+	// DefaultAdaptiveMaxLimit.
+	MaxLimit int64
+	// Interval is how often the limit is worked out again, at least 1ms.
+	// 0: DefaultAdaptiveInterval.
+	Interval time.Duration
+	// Tolerance is how much, in percent of the minimum latency (0 to
+	// 1000), the latency may rise before the limit shrinks. Off:
+	// DefaultAdaptiveTolerance.
+	Tolerance Threshold
+	// MinLatencyInterval is how often the minimum latency is measured
+	// again, at least Interval. 0: DefaultAdaptiveMinLatencyInterval.
+	MinLatencyInterval time.Duration
+}
+
+// Defaults and limits of AdaptiveConcurrency.
+const (
+	DefaultAdaptiveMinLimit           = 3
+	DefaultAdaptiveMaxLimit           = 1000
+	DefaultAdaptiveInterval           = 100 * time.Millisecond
+	DefaultAdaptiveTolerance          = 25
+	DefaultAdaptiveMinLatencyInterval = time.Minute
+	// MaxAdaptiveLimit is the highest MaxLimit.
+	MaxAdaptiveLimit = 1 << 20
+	// MinLatencySamples is how many calls a measurement of the minimum
+	// latency takes.
+	MinLatencySamples = 25
+)
+
+// withDefaults fills the zero fields of an adaptive limit that is on.
+func (a AdaptiveConcurrency) withDefaults() AdaptiveConcurrency {
+	if !a.On {
+		return a
+	}
+	if a.MinLimit == 0 {
+		a.MinLimit = DefaultAdaptiveMinLimit
+	}
+	if a.MaxLimit == 0 {
+		a.MaxLimit = max(DefaultAdaptiveMaxLimit, a.MinLimit)
+	}
+	if a.Interval == 0 {
+		a.Interval = DefaultAdaptiveInterval
+	}
+	if !a.Tolerance.on {
+		a.Tolerance = At(DefaultAdaptiveTolerance)
+	}
+	if a.MinLatencyInterval == 0 {
+		a.MinLatencyInterval = max(DefaultAdaptiveMinLatencyInterval, a.Interval)
+	}
+	return a
+}
+
+// check appends the adaptive limit's problems to errs.
+func (a AdaptiveConcurrency) check(errs []error) []error {
+	if !a.On {
+		return errs
+	}
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: "AdaptiveConcurrency." + field, Problem: fmt.Sprintf(format, args...)})
+	}
+	d := a.withDefaults()
+	switch {
+	case a.MinLimit < 0:
+		bad("MinLimit", "%d is not a limit; write one of at least 1, such as 3", a.MinLimit)
+	case a.MaxLimit < 0 || d.MaxLimit > MaxAdaptiveLimit:
+		bad("MaxLimit", "%d is not a limit from 1 to %d", a.MaxLimit, MaxAdaptiveLimit)
+	case d.MinLimit > d.MaxLimit:
+		bad("MinLimit", "%d is above maxLimit %d", d.MinLimit, d.MaxLimit)
+	}
+	if a.Interval < 0 || d.Interval < time.Millisecond {
+		bad("Interval", "%v is shorter than 1ms; write a duration such as 100ms", a.Interval)
+	}
+	if n, on := a.Tolerance.Get(); on && (n < 0 || n > 1000) {
+		bad("Tolerance", "%d is not a percent from 0 to 1000", n)
+	}
+	if a.MinLatencyInterval < 0 || d.MinLatencyInterval < d.Interval {
+		bad("MinLatencyInterval", "%v is shorter than the interval %v", a.MinLatencyInterval, d.Interval)
+	}
+	return errs
 }
 
 // DowngradePercent returns the percent of tripped requests degraded:
@@ -213,12 +367,20 @@ func (p Policy) check(errs []error) []error {
 	for _, d := range []struct {
 		field string
 		v     time.Duration
-	}{{"DelayTime", p.DelayTime}, {"RetryInterval", p.RetryInterval}} {
+	}{{"DelayTime", p.DelayTime}, {"RetryInterval", p.RetryInterval}, {"RecoveryTime", p.RecoveryTime}} {
 		if d.v < 0 {
 			bad(d.field, "%v is negative; write a duration such as 2s, or 0 to turn it off", d.v)
 		}
 	}
-	return errs
+	for _, t := range []struct {
+		field string
+		v     Threshold
+	}{{"RecoveryStart", p.RecoveryStart}, {"SheddableShare", p.SheddableShare}} {
+		if t.v.on && (t.v.n < 0 || t.v.n > 100) {
+			bad(t.field, "%d is not a percent from 0 to 100", t.v.n)
+		}
+	}
+	return p.AdaptiveConcurrency.check(errs)
 }
 
 // Check reports every field of s beyond its limits (see Policy.Check), with
@@ -246,6 +408,7 @@ func (s Settings) withDefaults() Settings {
 	if s.Shards == 0 {
 		s.Shards = DefaultShards
 	}
+	s.AdaptiveConcurrency = s.AdaptiveConcurrency.withDefaults()
 	return s
 }
 

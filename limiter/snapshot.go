@@ -18,6 +18,9 @@ type Snapshot struct {
 	Series []Counts
 	// BucketWidth is the span of one bucket of Series.
 	BucketWidth time.Duration
+	// Adaptive is the adaptive concurrency limit's state; zero when it
+	// is off.
+	Adaptive AdaptiveStatus
 }
 
 // Status is a point's state as the next plain request (not pressure-test
@@ -37,16 +40,28 @@ type Status struct {
 	DelayUntil    time.Time
 	NextProbe     time.Time
 	Probing       bool
+	// Recovering: the point is in its recovery ramp (Policy.RecoveryTime),
+	// which admits RecoveryShare parts per million of the requests now,
+	// until RecoveryUntil. A ramp whose delay has ended, although no
+	// request has seen it end, counts.
+	Recovering    bool
+	RecoveryShare int64
+	RecoveryUntil time.Time
 	// Readings holds every enabled strategy's figure against its threshold,
-	// in judging order (Visit to ExceptionRate).
+	// in judging order (Recovery to ExceptionRate).
 	Readings []Reading
 }
 
+// RecoveryShareWhole is RecoveryShare when every request is admitted.
+const RecoveryShareWhole = rampWhole
+
 // Reading is one strategy's figure against its threshold at one instant.
 //
+//	Recovery       Count: failures (exceptions+timeouts) in the window during the ramp, against 1
 //	Visit          Count: visits-degraded in the window
 //	TokenBucket    Count: tokens used (Threshold, the capacity, less the tokens left)
 //	Concurrent     Count: calls in flight
+//	Adaptive       Count: calls in flight, against the adaptive limit
 //	Timeout        Count: timeouts in the window, against TimeoutCountThreshold
 //	Exception      Count: exceptions in the window
 //	ExceptionRate  Count: exceptions*100/(visits-degraded), 0 with no passed visit
@@ -76,6 +91,9 @@ func (p *Point) Snapshot(now time.Time) Snapshot {
 		Series:      st.win.series(cur),
 		BucketWidth: time.Duration(st.win.width),
 	}
+	if p.ad != nil {
+		sn.Adaptive = p.ad.status(&p.s.AdaptiveConcurrency)
+	}
 	st.mu.Lock()
 	sn.LastTrip = st.last
 	st.mu.Unlock()
@@ -100,6 +118,7 @@ func (p *Point) status(now time.Time, c Counts, inflight, tokens int64, readings
 	var s Status
 	st := p.st
 	st.mu.Lock()
+	ramp := st.ramp
 	if d := st.delay; d.active {
 		if now.Before(d.until) {
 			s.InDelay, s.DelayStrategy, s.DelayUntil, s.Probing = true, d.strategy, d.until, d.probing
@@ -108,10 +127,20 @@ func (p *Point) status(now time.Time, c Counts, inflight, tokens int64, readings
 			}
 		} else {
 			c = Counts{}
+			ramp = rampState{}
+			if p.s.RecoveryTime > 0 {
+				from := d.until.UnixNano()
+				ramp = rampState{active: true, from: from, until: from + int64(p.s.RecoveryTime)}
+			}
 		}
 	}
 	st.mu.Unlock()
-	p.readings(c, inflight, tokens, func(r Reading) bool {
+	if at := now.UnixNano(); ramp.active && p.s.RecoveryTime > 0 && at < ramp.until {
+		s.Recovering = true
+		s.RecoveryShare = rampShare(p.s.RecoveryStartPercent(), ramp.from, ramp.until, at)
+		s.RecoveryUntil = time.Unix(0, ramp.until)
+	}
+	p.readings(c, inflight, tokens, s.Recovering, func(r Reading) bool {
 		if r.Trips && s.Reason.Strategy == 0 {
 			s.Reason = r
 		}
@@ -137,11 +166,15 @@ func (p *Point) status(now time.Time, c Counts, inflight, tokens int64, readings
 }
 
 // readings calls yield with each enabled strategy's Reading, in judging
-// order, from the window's counts c, the calls in flight and the tokens
-// left (-1: bucket off), until yield returns false.
-func (p *Point) readings(c Counts, inflight, tokens int64, yield func(Reading) bool) {
+// order, from the window's counts c, the calls in flight, the tokens left
+// (-1: bucket off) and whether the recovery ramp runs, until yield returns
+// false.
+func (p *Point) readings(c Counts, inflight, tokens int64, recovering bool, yield func(Reading) bool) {
 	s := &p.s
 	passed := c.Visits - c.Degraded
+	if failures := c.Exceptions + c.Timeouts; recovering && !yield(Reading{Recovery, failures, 1, failures >= 1}) {
+		return
+	}
 	if n, on := s.VisitThreshold.Get(); on && !yield(Reading{Visit, passed, n, passed >= n}) {
 		return
 	}
@@ -150,6 +183,11 @@ func (p *Point) readings(c Counts, inflight, tokens int64, yield func(Reading) b
 	}
 	if n, on := s.ConcurrentThreshold.Get(); on && !yield(Reading{Concurrent, inflight, n, inflight >= n}) {
 		return
+	}
+	if p.ad != nil {
+		if n := p.ad.current(&s.AdaptiveConcurrency); !yield(Reading{Adaptive, inflight, n, inflight >= n}) {
+			return
+		}
 	}
 	if n, on := s.TimeoutCountThreshold.Get(); on && s.TimeoutThreshold > 0 && !yield(Reading{Timeout, c.Timeouts, n, c.Timeouts >= n}) {
 		return
@@ -180,7 +218,7 @@ func (p *Point) Settle(now time.Time) Events {
 	if st.inDelay.Load() {
 		st.mu.Lock()
 		if st.delay.active && !now.Before(st.delay.until) {
-			p.endDelayLocked()
+			p.endDelayLocked(st.delay.until)
 			ev |= EventDelayEnded
 		}
 		st.mu.Unlock()
@@ -195,8 +233,11 @@ func (p *Point) Settle(now time.Time) Events {
 // at now (a shadow point's would-be degradation), delays aside.
 func (p *Point) wouldTrip(now time.Time) bool {
 	st := p.st
+	st.mu.Lock()
+	recovering := st.ramp.active && p.s.RecoveryTime > 0 && now.UnixNano() < st.ramp.until
+	st.mu.Unlock()
 	trips := false
-	p.readings(st.win.sum(st.win.bucket(now)), p.InFlight(), p.tokens(now), func(r Reading) bool {
+	p.readings(st.win.sum(st.win.bucket(now)), p.InFlight(), p.tokens(now), recovering, func(r Reading) bool {
 		trips = r.Trips
 		return !trips
 	})

@@ -7,28 +7,42 @@ type Strategy uint8
 // The strategies, in the order Enter judges them (PressureTest first).
 const (
 	PressureTest Strategy = iota + 1
+	// Recovery: the point is in its recovery ramp (Policy.RecoveryTime),
+	// and either the request is beyond the share the ramp admits now, or
+	// a call failed during the ramp (which trips the point again).
+	Recovery
 	Visit
 	TokenBucket
 	Concurrent
+	// Adaptive: the calls in flight are above the adaptive concurrency
+	// limit (Policy.AdaptiveConcurrency).
+	Adaptive
 	Timeout
 	Exception
 	ExceptionRate
+	// ClusterTokenBucket: the point's token bucket shared by every proxy
+	// through Redis had no token. The limiter does not judge it: the proxy
+	// does, after the limiter admitted the request (proxy/cluster).
+	ClusterTokenBucket
 )
 
 var strategyNames = [...]string{
-	PressureTest:  "pressure_test",
-	Visit:         "visit",
-	TokenBucket:   "token_bucket",
-	Concurrent:    "concurrent",
-	Timeout:       "timeout",
-	Exception:     "exception",
-	ExceptionRate: "exception_rate",
+	PressureTest:       "pressure_test",
+	Recovery:           "recovery",
+	Visit:              "visit",
+	TokenBucket:        "token_bucket",
+	Concurrent:         "concurrent",
+	Adaptive:           "adaptive_concurrency",
+	Timeout:            "timeout",
+	Exception:          "exception",
+	ExceptionRate:      "exception_rate",
+	ClusterTokenBucket: "cluster_token_bucket",
 }
 
 // LastStrategy is the highest Strategy: strategies are numbered 1 to
 // LastStrategy in judging order, so an array of LastStrategy+1 elements is
 // indexed by Strategy.
-const LastStrategy = ExceptionRate
+const LastStrategy = ClusterTokenBucket
 
 // String returns the strategy's name as used in headers, logs and metrics
 // ("visit", "token_bucket", ...), or "" for the zero Strategy.
@@ -103,3 +117,49 @@ const (
 	// already passed still counts.
 	Canceled
 )
+
+// Priority is a request's priority, from its route (README, Priority
+// shedding). The zero Priority is treated as PriorityDefault.
+type Priority uint8
+
+const (
+	// PriorityCritical requests use every count threshold in full, are
+	// admitted first during a recovery ramp, and are not among the tripped
+	// requests a DowngradeRate below 100 degrades.
+	PriorityCritical Priority = iota + 1
+	// PriorityDefault requests are judged as the README's Semantics say.
+	PriorityDefault
+	// PrioritySheddable requests may use only Policy.SheddableShare percent
+	// of each count threshold (visit, token bucket, concurrent, the
+	// adaptive limit), so that they are degraded first.
+	PrioritySheddable
+)
+
+var priorityNames = [...]string{
+	PriorityCritical:  "critical",
+	PriorityDefault:   "default",
+	PrioritySheddable: "sheddable",
+}
+
+// String returns "critical", "default" or "sheddable"; the zero Priority
+// is "default".
+func (p Priority) String() string {
+	if p == 0 {
+		return "default"
+	}
+	if int(p) < len(priorityNames) {
+		return priorityNames[p]
+	}
+	return ""
+}
+
+// ParsePriority returns the Priority named s ("critical", "default" or
+// "sheddable"), or false.
+func ParsePriority(s string) (Priority, bool) {
+	for p, name := range priorityNames {
+		if name != "" && name == s {
+			return Priority(p), true
+		}
+	}
+	return 0, false
+}
