@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
@@ -265,4 +266,24 @@ func (f *adminFixture) getStatusRaw(t *testing.T, base string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// The dashboard shows a switched point's switch, its end and its reason
+// (escaped: the reason is the operator's text).
+func TestForceDashboardChromium(t *testing.T) {
+	needChromium(t)
+	fs := newForceServer(t, forceTestToken)
+	reason := `INC-7 <img src=x onerror=alert(1)>`
+	if _, err := fs.f.h.Force("orders.read", proxy.ForceDegrade, time.Hour, reason); err != nil {
+		t.Fatal(err)
+	}
+	dom := dumpDOM(t, fs.srv.URL+"/")
+	until := fs.f.clock.Now().Add(time.Hour).UTC().Format("15:04:05")
+	want := "forced degrade by an operator until " + until + ": INC-7 &lt;img src=x onerror=alert(1)&gt;"
+	if !strings.Contains(dom, want) {
+		t.Errorf("the dashboard does not show %q; DOM:\n%s", want, dom)
+	}
+	if strings.Contains(dom, "<img src=\"x\"") {
+		t.Error("the reason was inserted as HTML")
+	}
 }
