@@ -9,20 +9,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// sections returns every section reachable from the top level, each once,
-// top level first.
-func sections() []*section {
-	out := []*section{topSection}
-	for i := 0; i < len(out); i++ {
-		for _, k := range out[i].keys {
-			if k.section != nil && !slices.Contains(out, k.section) {
-				out = append(out, k.section)
-			}
-		}
-	}
-	return out
-}
-
 // everyKey returns a YAML file that gives every key of sec (and of the
 // sections under it) a value of its kind, indented by indent.
 func everyKey(sec *section, indent string) string {
@@ -108,6 +94,9 @@ func TestKeyDefinitions(t *testing.T) {
 			}
 			if !strings.HasSuffix(k.doc, ".") || len(k.doc) < 10 {
 				t.Errorf("%s: doc %q, want a sentence", where, k.doc)
+			}
+			if k.kind == kindDuration && k.unit != "" {
+				t.Errorf("%s: unit %q, want none for a duration", where, k.unit)
 			}
 			nested := k.kind == kindMapping || k.kind == kindList || k.kind == kindNamed
 			if nested != (k.section != nil) {

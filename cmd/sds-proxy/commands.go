@@ -40,6 +40,8 @@ func commands() []command {
 		{"validate", "[-config sds.yaml] [-upstream URL] [-diff ADMIN_ADDR] [-timeout 5s]",
 			"check a config file without starting anything (-diff: against a running proxy)",
 			validate},
+		{"schema", "", "print the JSON Schema of sds.yaml, for editors (docs/sds.schema.json is a copy)",
+			schema},
 		{"status", "[-admin 127.0.0.1:9901] [-o table|json] [-timeout 5s]",
 			"print the state of a running proxy's points, read from its admin port",
 			status},

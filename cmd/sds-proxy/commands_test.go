@@ -59,8 +59,8 @@ func TestCommandTable(t *testing.T) {
 			t.Errorf("command %q: declared twice", c.name)
 		}
 		seen[c.name] = true
-		if c.summary == "" || strings.Contains(c.summary, "\n") || len(c.name)+len(c.summary) > 90 {
-			t.Errorf("command %q: summary %q, want one line of at most 90 characters with the name", c.name, c.summary)
+		if c.summary == "" || strings.Contains(c.summary, "\n") || len(c.name)+len(c.summary) > 110 {
+			t.Errorf("command %q: summary %q, want one line of at most 110 characters with the name", c.name, c.summary)
 		}
 		wantUsage := strings.TrimSpace("usage: sds-proxy " + c.name + " " + c.synopsis)
 		var help, helpErr bytes.Buffer
