@@ -47,6 +47,7 @@ type Point struct {
 	upstreamTimeout time.Duration
 	fallbackOnError bool
 	fallback        *fallbackHandler
+	shared          SharedBucket // nil: none
 }
 
 // PointOptions are the parts of a Point besides its limiter. The zero
@@ -64,6 +65,9 @@ type PointOptions struct {
 	FallbackOnError bool
 	// Fallback is the answer of every degraded request of the point.
 	Fallback Fallback
+	// Shared is the point's token bucket shared with other proxies,
+	// judged after the limiter admits a request; nil means none.
+	Shared SharedBucket
 }
 
 // NewPoint builds a point around lim. Its fallback answers are built the
@@ -75,6 +79,7 @@ func NewPoint(lim *limiter.Point, opts PointOptions) *Point {
 		upstreamTimeout: opts.UpstreamTimeout,
 		fallbackOnError: opts.FallbackOnError,
 		fallback:        newFallbackHandler(lim.Name(), opts.Fallback, lim.Settings()),
+		shared:          opts.Shared,
 	}
 }
 
@@ -97,3 +102,6 @@ func (p *Point) FallbackOnError() bool { return p.fallbackOnError }
 // for a failed upstream call; served on its own, it answers
 // upstream_error.
 func (p *Point) Fallback() http.Handler { return p.fallback }
+
+// Shared is PointOptions.Shared; nil means none.
+func (p *Point) Shared() SharedBucket { return p.shared }

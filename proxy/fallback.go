@@ -56,10 +56,15 @@ type reason struct {
 	strategy limiter.Strategy
 	delay    bool
 	forced   bool
+	// sheddable: a sheddable request past its share of the strategy's
+	// threshold (limiter.Verdict.Sheddable), marked "; priority=sheddable".
+	sheddable bool
 }
 
 // verdictReason is the reason of a degraded verdict.
-func verdictReason(v limiter.Verdict) reason { return reason{strategy: v.Strategy, delay: v.Delay} }
+func verdictReason(v limiter.Verdict) reason {
+	return reason{strategy: v.Strategy, delay: v.Delay, sheddable: v.Sheddable}
+}
 
 // fallbackHandler is a point's fallback: the one http.Handler that serves
 // every degraded answer of the point (a strategy's trip, its delay, a failed
@@ -75,9 +80,10 @@ type fallbackHandler struct {
 	name     string
 	fallback Fallback         // its Header and Body are the handler's own copies
 	settings limiter.Settings // for Retry-After
-	// answers holds each answer once built, by reason: [strategy][delay],
-	// where [0][0] is upstream_error and [0][1] forced.
-	answers [limiter.LastStrategy + 1][2]atomic.Pointer[answer]
+	// answers holds each answer once built, by reason: [strategy][form],
+	// where form 0 is plain, 1 delay and 2 priority=sheddable; [0][0] is
+	// upstream_error and [0][1] forced.
+	answers [limiter.LastStrategy + 1][3]atomic.Pointer[answer]
 }
 
 // answer is one degraded answer, in its HTTP and gRPC forms. Its header
@@ -105,12 +111,15 @@ func buildAnswer(name string, f Fallback, s limiter.Settings, why reason) answer
 	if why.delay {
 		a.degraded += "; delay"
 	}
+	if why.sheddable {
+		a.degraded += "; priority=sheddable"
+	}
 	h := make(http.Header, len(f.Header)+4)
 	for k, vs := range f.Header {
 		h[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 	}
 	h.Set("Sds-Degraded", a.degraded)
-	rateLimited := why.strategy == limiter.Visit || why.strategy == limiter.TokenBucket
+	rateLimited := why.strategy == limiter.Visit || why.strategy == limiter.TokenBucket || why.strategy == limiter.ClusterTokenBucket
 	if a.status == 0 {
 		a.status = http.StatusServiceUnavailable
 		if rateLimited {
@@ -218,8 +227,11 @@ func (fh *fallbackHandler) answer(why reason) *answer {
 		delay = 1
 	case why.delay && why.strategy != 0:
 		delay = 1
+		why.sheddable = false
+	case why.sheddable && why.strategy != 0:
+		delay = 2
 	default:
-		why.delay = false // upstream_error has no delay form
+		why.delay, why.sheddable = false, false // upstream_error has no other form
 	}
 	slot := &fh.answers[why.strategy][delay]
 	if a := slot.Load(); a != nil {

@@ -224,7 +224,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		badPath(w, err)
 		return
 	}
-	p := s.router.route(r, path)
+	var p *Point
+	var priority limiter.Priority
+	if m := s.router.find(r, path); m != nil {
+		p, priority = m.Point, m.Priority
+	}
 	if p == nil {
 		h.opts.Metrics.unrouted.Inc()
 		c := &call{snap: s, path: rewritten}
@@ -239,13 +243,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pressure := s.PressureTestHeader != "" && isTrue(r.Header.Get(s.PressureTestHeader))
-	c.verdict = p.lim.Enter(&c.lim, now, pressure)
+	c.verdict = p.lim.EnterPriority(&c.lim, now, pressure, priority)
 	h.pointEvents(p, c.verdict, c.verdict.Events, now, byRequest)
 	if !c.verdict.Allowed {
 		status := p.fallback.serve(w, r, verdictReason(c.verdict))
 		c.metrics.degraded.Inc()
 		c.metrics.strategyCounter(c.verdict.Strategy).Inc()
 		h.access(r, c, status, 0)
+		return
+	}
+	if p.shared != nil && !c.verdict.Shadow && !p.shared.Take(now) && h.sharedEmpty(w, r, c, now) {
 		return
 	}
 	if c.verdict.Shadow {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
 
@@ -83,6 +84,10 @@ type Options struct {
 	// token, and the force endpoints do not exist (404), as when the
 	// file names none.
 	Token func() []byte
+	// Cluster returns the shared token buckets' Redis connection and
+	// buckets as this proxy sees them at now (cluster.Client's Status);
+	// nil shows none.
+	Cluster func(now time.Time) cluster.Status
 }
 
 // History is how far back /status shows events: the dashboard's timeline.
@@ -138,6 +143,12 @@ const (
 //	    }
 //	  },
 //	  "events": [event, ...],              // every event of the last 15 minutes, oldest first, at most 500
+//	  "cluster": {                         // the Redis of the shared token buckets; omitted without cluster:
+//	    "up": bool,                        // Redis answered the last call; false before the first
+//	    "since": time,                     // when up last changed; omitted before the first call
+//	    "lastError": "...",                // the last failed call's error; omitted when none failed
+//	    "replicas": n, "timeout": "50ms"   // the share's divisor, the bound of each call
+//	  },
 //	  "points": [                          // config order; [] when none
 //	    {
 //	      "name": "orders.read",
@@ -178,6 +189,18 @@ const (
 //	        "buckets": [{"visits": n, "degraded": n, "exceptions": n, "timeouts": n}, ...]  // oldest first
 //	      },
 //	      "events": [event, ...],          // this point's events of the last 15 minutes, oldest first, at most 50
+//	      "cluster": {                     // the point's shared token bucket; omitted without clusterTokenBucket
+//	        "shared": bool,                // true: requests spend Redis's lease; false: the local share
+//	        "tokensPerSecond": n, "size": n,
+//	        "level": n, "levelAt": time,   // the shared bucket's level at Redis's last answer (below 0 by
+//	                                       // tokens spent on credit); levelAt omitted before the first
+//	        "lease": n, "credit": n,       // tokens in hand (below 0 by credit spent), credit allowed
+//	        "localTokens": n, "localSize": n  // the local share: tokensPerSecond / replicas per second
+//	      },
+//	                                       // and in "strategies", after the limiter's: {"strategy":
+//	                                       // "cluster_token_bucket", "count": size - level (shared) or
+//	                                       // localSize - localTokens (local), "threshold": size or localSize,
+//	                                       // "trips": no token for this proxy now}
 //	      "forced": {"action": "degrade" | "pass", "reason": "...", "since": time, "until": time}
 //	                                       // an operator's switch in force; omitted when none. While it is,
 //	                                       // state and strategies are still the limiter's: what requests get
@@ -252,6 +275,10 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 		Events: []eventJSON{},
 		Points: make([]pointJSON, 0, len(snapshots)),
 	}
+	var buckets map[string]cluster.BucketStatus
+	if a.opts.Cluster != nil {
+		doc.Cluster, buckets = statusCluster(a.opts.Cluster(now))
+	}
 	since := now.Add(-History)
 	forces := a.statusForces(now)
 	if a.opts.Events != nil {
@@ -265,6 +292,10 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		p.Forced = forces[sn.Name]
+		if b, ok := buckets[sn.Name]; ok {
+			p.Cluster = statusBucket(b)
+			p.Strategies = append(p.Strategies, bucketReading(b))
+		}
 		p.Events = []eventJSON{}
 		if a.opts.Events != nil {
 			p.Events = statusEvents(a.opts.Events.PointSince(sn.Name, since), MaxPointEvents)
@@ -285,11 +316,12 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 // The /status document; see New for its shape.
 type (
 	statusDoc struct {
-		Now    time.Time   `json:"now"`
-		Build  buildJSON   `json:"build"`
-		Config configDoc   `json:"config"`
-		Events []eventJSON `json:"events"`
-		Points []pointJSON `json:"points"`
+		Now     time.Time    `json:"now"`
+		Build   buildJSON    `json:"build"`
+		Config  configDoc    `json:"config"`
+		Events  []eventJSON  `json:"events"`
+		Cluster *clusterJSON `json:"cluster,omitempty"`
+		Points  []pointJSON  `json:"points"`
 	}
 	buildJSON struct {
 		Version   string `json:"version"`
@@ -332,6 +364,7 @@ type (
 		Series     seriesJSON     `json:"series"`
 		Events     []eventJSON    `json:"events"`
 		Forced     *forcedJSON    `json:"forced,omitempty"`
+		Cluster    *bucketJSON    `json:"cluster,omitempty"`
 	}
 	readingJSON struct {
 		Strategy  string `json:"strategy"`

@@ -1,0 +1,112 @@
+package admin_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
+	"github.com/sds-proxy/sds-proxy/proxy/cluster"
+)
+
+// snapshots is a Points of fixed limiter points.
+type snapshots []*limiter.Point
+
+func (s snapshots) Snapshots(now time.Time) []limiter.Snapshot {
+	out := make([]limiter.Snapshot, len(s))
+	for i, p := range s {
+		out[i] = p.Snapshot(now)
+	}
+	return out
+}
+
+// TestStatusCluster: /status shows the Redis connection, and for a point
+// with a shared bucket its level as this proxy sees it, as an object and
+// as a strategy reading after the limiter's (from the shared level while
+// shared, from the local share while Redis is down).
+func TestStatusCluster(t *testing.T) {
+	a, _ := limiter.NewPoint("a", limiter.Settings{Policy: limiter.Policy{VisitThreshold: limiter.At(10)}})
+	b, _ := limiter.NewPoint("b", limiter.Settings{})
+	at := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		st        cluster.Status
+		wantUp    bool
+		wantCount int64
+		wantMax   int64
+		wantTrips bool
+	}{
+		{"shared", cluster.Status{Up: true, Since: at, Replicas: 4, Timeout: 50 * time.Millisecond, Buckets: []cluster.BucketStatus{
+			{Name: "a", TokensPerSecond: 100, Size: 100, Shared: true, Level: 30, LevelAt: at, Lease: 3, Credit: 7, LocalTokens: 25, LocalSize: 25},
+		}}, true, 70, 100, false},
+		{"shared, empty", cluster.Status{Up: true, Since: at, Replicas: 4, Timeout: 50 * time.Millisecond, Buckets: []cluster.BucketStatus{
+			{Name: "a", TokensPerSecond: 100, Size: 100, Shared: true, Level: -2, LevelAt: at, Lease: 0, Credit: 0, LocalTokens: 25, LocalSize: 25},
+		}}, true, 100, 100, true},
+		{"local share", cluster.Status{Since: at, LastError: "dial tcp: connection refused", Replicas: 4, Timeout: 50 * time.Millisecond, Buckets: []cluster.BucketStatus{
+			{Name: "a", TokensPerSecond: 100, Size: 100, LocalTokens: 5, LocalSize: 25},
+		}}, false, 20, 25, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := admin.New(admin.Options{Points: snapshots{a, b}, Gatherer: prometheus.NewRegistry(), Now: func() time.Time { return at },
+				Cluster: func(time.Time) cluster.Status { return tc.st }})
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+			var doc struct {
+				Cluster *struct {
+					Up        bool   `json:"up"`
+					LastError string `json:"lastError"`
+					Replicas  int64  `json:"replicas"`
+					Timeout   string `json:"timeout"`
+				} `json:"cluster"`
+				Points []struct {
+					Name       string `json:"name"`
+					Strategies []struct {
+						Strategy  string `json:"strategy"`
+						Count     int64  `json:"count"`
+						Threshold int64  `json:"threshold"`
+						Trips     bool   `json:"trips"`
+					} `json:"strategies"`
+					Cluster *struct {
+						Shared bool  `json:"shared"`
+						Level  int64 `json:"level"`
+						Size   int64 `json:"size"`
+					} `json:"cluster"`
+				} `json:"points"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+				t.Fatalf("%v: %s", err, rec.Body)
+			}
+			if doc.Cluster == nil || doc.Cluster.Up != tc.wantUp || doc.Cluster.Replicas != 4 || doc.Cluster.Timeout != "50ms" || (doc.Cluster.LastError != "") == tc.wantUp {
+				t.Errorf("cluster: got %+v, want up %v, replicas 4, timeout 50ms, an error only when down", doc.Cluster, tc.wantUp)
+			}
+			pa, pb := doc.Points[0], doc.Points[1]
+			if pa.Cluster == nil || pa.Cluster.Shared != tc.st.Buckets[0].Shared || pa.Cluster.Size != 100 {
+				t.Errorf("point a's cluster: got %+v", pa.Cluster)
+			}
+			if pb.Cluster != nil {
+				t.Errorf("point b has no shared bucket, got %+v", pb.Cluster)
+			}
+			if n := len(pa.Strategies); n != 2 || pa.Strategies[0].Strategy != "visit" {
+				t.Fatalf("point a's strategies: got %+v, want visit then cluster_token_bucket", pa.Strategies)
+			}
+			r := pa.Strategies[1]
+			if r.Strategy != "cluster_token_bucket" || r.Count != tc.wantCount || r.Threshold != tc.wantMax || r.Trips != tc.wantTrips {
+				t.Errorf("reading: got %+v, want count %d threshold %d trips %v", r, tc.wantCount, tc.wantMax, tc.wantTrips)
+			}
+		})
+	}
+	// Without cluster: the document has no cluster object.
+	h := admin.New(admin.Options{Points: snapshots{b}, Gatherer: prometheus.NewRegistry()})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
+	var doc map[string]any
+	json.Unmarshal(rec.Body.Bytes(), &doc)
+	if _, ok := doc["cluster"]; ok {
+		t.Error("a proxy without cluster: shows a cluster object")
+	}
+}
