@@ -160,6 +160,9 @@ type Route struct {
 	PathPrefix string
 	// Host is the request's host to match, as written; "" for any.
 	Host string
+	// Priority is the matched requests' priority (README, Priority
+	// shedding); the zero Priority is limiter.PriorityDefault.
+	Priority limiter.Priority
 }
 
 // Point is one protected point: what its limiter judges, how its upstream

@@ -281,6 +281,7 @@ func (d *decoder) routes(n *yaml.Node) {
 					"host":       d.str(&r.Host),
 				})
 			},
+			"priority": d.priority(&r.Priority),
 		})
 		d.out.f.Routes = append(d.out.f.Routes, r)
 	}
@@ -321,6 +322,10 @@ func (d *decoder) points(n *yaml.Node) {
 			"fallbackOnError":                    d.boolean(&p.FallbackOnError),
 			"fallback":                           func(_ string, v *yaml.Node) { d.fallback(v, name, &p.Fallback) },
 			"clusterTokenBucket":                 func(_ string, v *yaml.Node) { d.clusterBucket(v, name, &p.ClusterTokenBucket) },
+			"recoveryTime":                       d.delay(&p.RecoveryTime),
+			"recoveryStart":                      d.percent(&p.RecoveryStart),
+			"sheddableShare":                     d.percent(&p.SheddableShare),
+			"adaptiveConcurrency":                func(_ string, v *yaml.Node) { d.adaptive(v, name, &p.AdaptiveConcurrency) },
 		})
 		d.out.f.Points = append(d.out.f.Points, p)
 	})

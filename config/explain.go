@@ -63,7 +63,45 @@ func PointSettings(from, to *Point) []Setting {
 	ca, cb := from.ClusterTokenBucket, to.ClusterTokenBucket
 	out.add("clusterTokenBucket.tokensPerSecond", clusterFigure(ca.TokensPerSecond), clusterFigure(cb.TokensPerSecond))
 	out.add("clusterTokenBucket.size", clusterFigure(ca.Size), clusterFigure(cb.Size))
+	out.add("recoveryTime", offDuration(a.RecoveryTime), offDuration(b.RecoveryTime))
+	out.add("recoveryStart", strconv.FormatInt(a.RecoveryStartPercent(), 10), strconv.FormatInt(b.RecoveryStartPercent(), 10))
+	out.add("sheddableShare", strconv.FormatInt(a.SheddablePercent(), 10), strconv.FormatInt(b.SheddablePercent(), 10))
+	aa, ab := adaptiveSettings(a.AdaptiveConcurrency), adaptiveSettings(b.AdaptiveConcurrency)
+	out.add("adaptiveConcurrency", aa.on, ab.on)
+	out.add("adaptiveConcurrency.minLimit", aa.minLimit, ab.minLimit)
+	out.add("adaptiveConcurrency.maxLimit", aa.maxLimit, ab.maxLimit)
+	out.add("adaptiveConcurrency.interval", aa.interval, ab.interval)
+	out.add("adaptiveConcurrency.tolerance", aa.tolerance, ab.tolerance)
+	out.add("adaptiveConcurrency.minLatencyInterval", aa.minLatencyInterval, ab.minLatencyInterval)
 	return out
+}
+
+// adaptiveFigures are an adaptive limit's settings as the file writes
+// them, "default" for a field left to its default.
+type adaptiveFigures struct{ on, minLimit, maxLimit, interval, tolerance, minLatencyInterval string }
+
+func adaptiveSettings(a limiter.AdaptiveConcurrency) adaptiveFigures {
+	on := "off"
+	if a.On {
+		on = "on"
+	}
+	count := func(n int64) string {
+		if n == 0 {
+			return "default"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	duration := func(d time.Duration) string {
+		if d == 0 {
+			return "default"
+		}
+		return d.String()
+	}
+	tolerance := "default"
+	if n, on := a.Tolerance.Get(); on {
+		tolerance = strconv.FormatInt(n, 10)
+	}
+	return adaptiveFigures{on, count(a.MinLimit), count(a.MaxLimit), duration(a.Interval), tolerance, duration(a.MinLatencyInterval)}
 }
 
 // FileSettings returns the top-level settings that differ between two

@@ -168,6 +168,8 @@ var (
 			doc: "The point the matched requests go to; defined under points."},
 		key{name: "match", kind: kindMapping, section: matchSection,
 			doc: "What the request must match; every condition given must hold. {} matches every request."},
+		key{name: "priority", kind: kindString, def: "default", enum: []string{"critical", "default", "sheddable"},
+			doc: "The priority of the matched requests. sheddable ones may use only the point's sheddableShare of each count threshold (visit, token bucket, concurrency, the adaptive limit), so they are degraded first; critical ones are admitted first during a recovery ramp and are never among the tripped requests a downgradeRate below 100 degrades."},
 	)
 
 	matchSection = newSection("match", "The conditions of a route; every one given must hold.",
@@ -216,8 +218,29 @@ var (
 			doc: "Answer the fallback instead of 502 or 504 when the upstream call fails (transport error or upstreamTimeout)."},
 		key{name: "fallback", kind: kindMapping, section: fallbackSection,
 			doc: "The answer of a degraded request. Absent: 429 with Retry-After for visit and token_bucket, 503 otherwise."},
+		key{name: "recoveryTime", kind: kindDuration, def: int64(0), min: bound(-1),
+			doc: "A recovery ramp after each delay: the share of requests admitted rises linearly from recoveryStart percent to all of them over this time; the others are degraded as recovery, and a call that fails during the ramp trips the point again. Needs delayTime. 0 or -1: no ramp."},
+		key{name: "recoveryStart", kind: kindInt, def: int64(limiter.DefaultRecoveryStart), min: bound(0), max: bound(100), unit: "percent",
+			doc: "The percent of requests the recovery ramp admits when it starts. Needs recoveryTime."},
+		key{name: "sheddableShare", kind: kindInt, def: int64(limiter.DefaultSheddableShare), min: bound(0), max: bound(100), unit: "percent",
+			doc: "The percent of each count threshold (visitThreshold, the token bucket, concurrentThreshold, the adaptive limit) that requests of priority sheddable may use; past it they are degraded (Sds-Degraded gains ; priority=sheddable) while other requests use the rest. Such a degradation is no trip. Needs a route of priority sheddable and a count threshold."},
+		key{name: "adaptiveConcurrency", kind: kindMapping, section: adaptiveSection,
+			doc: "A limit on the upstream calls in flight that follows the upstream's latency against its minimum (Envoy's gradient controller); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."},
 		key{name: "clusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
 			doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."},
+	)
+
+	adaptiveSection = newSection("adaptiveConcurrency", "An adaptive concurrency limit: every interval, limit = limit * gradient + sqrt(limit * gradient), where gradient = minimum latency * (100 + tolerance) / 100 / mean latency, held between 0.5 and 2.",
+		key{name: "minLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMinLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
+			doc: "The lowest limit, and the limit while the minimum latency is measured."},
+		key{name: "maxLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMaxLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
+			doc: "The highest limit; at least minLimit."},
+		key{name: "interval", kind: kindDuration, def: limiter.DefaultAdaptiveInterval.String(), min: bound(1),
+			doc: "How often the limit is worked out again from the mean upstream time of the calls that ended well in it; at least 1ms."},
+		key{name: "tolerance", kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), min: bound(0), max: bound(1000), unit: "percent",
+			doc: "How far above its minimum the latency may rise before the limit shrinks."},
+		key{name: "minLatencyInterval", kind: kindDuration, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
+			doc: "How often the minimum latency is measured again (the limit is held at minLimit until 25 calls have ended); at least interval."},
 	)
 
 	clusterSection = newSection("cluster", "The Redis of the shared token buckets: one server, a Redis Cluster (several addresses) or Sentinel (masterName).",

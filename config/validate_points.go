@@ -15,6 +15,7 @@ import (
 func (c *checker) points() {
 	f := c.d.f
 	named := map[string]bool{}
+	sheddable := map[string]bool{} // named by a route of priority sheddable
 	allKnown := !c.d.bad[top("routes")] || len(f.Routes) > 0
 	for i, r := range f.Routes {
 		if c.d.bad[loc{route: i + 1}] || c.d.bad[loc{route: i + 1, field: "point"}] {
@@ -22,6 +23,9 @@ func (c *checker) points() {
 			continue
 		}
 		named[r.Point] = true
+		if r.Priority == limiter.PrioritySheddable {
+			sheddable[r.Point] = true
+		}
 	}
 	for i := range f.Points {
 		p := &f.Points[i]
@@ -39,6 +43,7 @@ func (c *checker) points() {
 		}
 		c.thresholds(p)
 		c.combinations(p)
+		c.protection(p, sheddable[p.Name], allKnown)
 		c.fallback(p)
 	}
 }
@@ -99,7 +104,11 @@ func policyKey(field string) string {
 	case "Shadow":
 		return "mode"
 	}
-	return strings.ToLower(field[:1]) + field[1:]
+	parts := strings.Split(field, ".") // AdaptiveConcurrency.MinLimit
+	for i, part := range parts {
+		parts[i] = strings.ToLower(part[:1]) + part[1:]
+	}
+	return strings.Join(parts, ".")
 }
 
 // sdsValue returns t as the file spells it: -1 when off.

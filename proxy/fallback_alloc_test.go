@@ -27,7 +27,7 @@ func TestFallbackAllocs(t *testing.T) {
 	grpc.Header.Set("Content-Type", "application/grpc")
 	grpc.ProtoMajor = 2
 	w := &discardWriter{h: make(http.Header)}
-	for _, why := range []reason{{}, {limiter.Visit, false, false}, {limiter.Exception, true, false}} {
+	for _, why := range []reason{{}, {strategy: limiter.Visit}, {strategy: limiter.Exception, delay: true}, {strategy: limiter.Visit, sheddable: true}} {
 		for _, r := range []*http.Request{get, head, grpc} {
 			allocs := testing.AllocsPerRun(100, func() {
 				clear(w.h)

@@ -28,7 +28,7 @@ func TestFallbackBuiltOnFirstUse(t *testing.T) {
 	f.Header.Set("X-Fallback", "changed")
 	f.Body[0] = 'B'
 
-	for _, why := range []reason{{}, {limiter.Visit, false, false}, {limiter.Visit, true, false}, {limiter.ExceptionRate, true, false}} {
+	for _, why := range []reason{{}, {strategy: limiter.Visit}, {strategy: limiter.Visit, delay: true}, {strategy: limiter.ExceptionRate, delay: true}, {strategy: limiter.Visit, sheddable: true}} {
 		const n = 8
 		got := make([]*answer, n)
 		var wg sync.WaitGroup

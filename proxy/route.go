@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
 // Route maps matching requests to a point. Every field set must match; a
@@ -31,6 +33,10 @@ type Route struct {
 	// port must be that one, where a request whose Host carries no port
 	// has its scheme's default (80, or 443 over TLS).
 	Host string
+	// Priority is the priority of the requests the route matches, which
+	// the point's limiter judges them by (limiter.Point.EnterPriority);
+	// the zero Priority is limiter.PriorityDefault.
+	Priority limiter.Priority
 }
 
 // NewRoute returns r with Path and PathPrefix in normal form

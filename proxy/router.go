@@ -174,12 +174,21 @@ func (n *prefixNode) add(prefix string) *routeSet {
 // route returns the point of the first route that matches r, whose escaped
 // path in normal form is path (requestPath), or nil. It allocates nothing.
 func (rt *router) route(r *http.Request, path string) *Point {
+	if m := rt.find(r, path); m != nil {
+		return m.Point
+	}
+	return nil
+}
+
+// find returns the first route that matches r, whose routed path is path,
+// or nil.
+func (rt *router) find(r *http.Request, path string) *Route {
 	if len(rt.routes) == 0 {
 		return nil
 	}
 	t := newTarget(r, path)
 	if i := rt.match(&t); i >= 0 {
-		return rt.routes[i].Point
+		return &rt.routes[i]
 	}
 	return nil
 }

@@ -15,6 +15,12 @@ import (
 // name keep their limiter state: counts, calls in flight, token bucket and
 // delay survive a reload when the window shape is unchanged.
 func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
+	return translateShared(f, prev, nil)
+}
+
+// translateShared is translate with the points' shared token buckets, by
+// point name (sharedBuckets); a point absent from shared has none.
+func translateShared(f *config.File, prev *proxy.Config, shared map[string]proxy.SharedBucket) (*proxy.Config, error) {
 	upstream, h2c, err := upstreamURL(f.Upstream)
 	if err != nil {
 		return nil, err
@@ -49,6 +55,7 @@ func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
 			UpstreamTimeout: cp.UpstreamTimeout,
 			FallbackOnError: cp.FallbackOnError,
 			Fallback:        fallback(cp.Fallback),
+			Shared:          shared[cp.Name],
 		})
 		byName[cp.Name] = p
 		cfg.Points = append(cfg.Points, p)
@@ -61,7 +68,7 @@ func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
 		// NewRoute puts the paths in the normal form requests are routed
 		// by, so that whichever spelling the file uses matches.
 		rt, err := proxy.NewRoute(proxy.Route{
-			Point: p, Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host,
+			Point: p, Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host, Priority: r.Priority,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("route %d: %w", i+1, err)
