@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,38 +10,77 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
-	"text/template"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/cmd/internal/upstream"
 	"github.com/sds-proxy/sds-proxy/config"
 )
 
-// demo runs the proxy on the example sds.yaml in front of a built-in demo
-// service listening on the file's upstream address, and prints how to make
-// points trip and recover with curl. The file is hot-reloaded as in run.
+// exampleConfig is the repository's example sds.yaml, built into the
+// binary so that demo runs from any directory, and from a binary that go
+// install built. example.yaml is a copy of ../../sds.yaml (go:embed
+// cannot reach outside the package's directory); TestExampleIsEmbedded
+// keeps the two equal.
+//
+//go:embed example.yaml
+var exampleConfig []byte
+
+// demoAddrs are where the demo listens, from its flags or else from the
+// config with wildcard hosts made loopback.
+type demoAddrs struct {
+	proxy, admin, service string
+}
+
+// demo runs the proxy in front of a built-in demo service (package
+// cmd/internal/upstream) on the example config, or on the file -config
+// names, and prints a walk-through that makes each point of the example
+// trip and recover with curl. The proxy, admin and service addresses are
+// the config's (listen, admin, and the upstream's host:port) on 127.0.0.1
+// unless -listen, -admin or -upstream-listen moves them; a busy port is
+// reported with the flag that moves it. The config is hot-reloaded as in
+// run: the built-in example is written to a temporary directory first, so
+// that it can be edited there, and removed on exit.
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "sds.yaml", "config file (the example sds.yaml at the repository root)")
+	path := fs.String("config", "", "a config file to run instead of the built-in example (the repository's sds.yaml)")
+	var flags demoAddrs
+	fs.StringVar(&flags.proxy, "listen", "", "proxy address (default: the config's listen on 127.0.0.1: 127.0.0.1:8080)")
+	fs.StringVar(&flags.admin, "admin", "", "admin address: dashboard, /status, /metrics (default: the config's admin on 127.0.0.1: 127.0.0.1:9901)")
+	fs.StringVar(&flags.service, "upstream-listen", "", "the demo service's address (default: the config's upstream host:port: 127.0.0.1:9000)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("demo: unexpected arguments %q", fs.Args())
 	}
-	file, err := config.Load(*path, config.Options{})
-	if err != nil {
-		return fmt.Errorf("demo needs the example config (run it from the repository root): %w", err)
+	configPath := *path
+	if configPath == "" {
+		dir, err := os.MkdirTemp("", "sds-demo-")
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		configPath = filepath.Join(dir, "sds.yaml")
+		if err := os.WriteFile(configPath, exampleConfig, 0o644); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
 	}
-	u, err := url.Parse(file.Upstream)
-	if err != nil || u.Scheme != "http" {
-		return fmt.Errorf("demo: the upstream %q must be an http:// address for the demo service", file.Upstream)
-	}
-	ln, err := net.Listen("tcp", u.Host)
+	file, err := config.Load(configPath, config.Options{})
 	if err != nil {
-		return fmt.Errorf("demo service: %w", err)
+		return fmt.Errorf("demo: the config does not load:\n%w", err)
+	}
+	addrs, err := demoAddresses(file, flags)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", addrs.service)
+	if err != nil {
+		return busyPort(err, addrs, "demo service")
 	}
 	service := upstream.New(upstream.Options{})
 	srv := &http.Server{Handler: service, ReadHeaderTimeout: readHeaderTimeout}
@@ -53,21 +93,81 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 
 	onServing := func(proxyAddr, adminAddr string) {
-		demoHelp.Execute(stdout, map[string]string{
-			"Service": "http://" + ln.Addr().String(),
-			"Proxy":   "http://" + loopback(proxyAddr),
-			"Admin":   "http://" + loopback(adminAddr),
-			"Config":  file.Path,
-		})
+		walk := newWalkThrough(file, "http://"+ln.Addr().String(), "http://"+loopback(proxyAddr), "http://"+loopback(adminAddr), configPath, *path == "")
+		demoHelp.Execute(stdout, walk)
 	}
-	err = runProxy(ctx, []string{"-config", *path}, stderr, onServing)
+	runArgs := []string{"-config", configPath, "-listen", addrs.proxy, "-admin", addrs.admin, "-upstream", "http://" + ln.Addr().String()}
+	err = runProxy(ctx, runArgs, stderr, onServing)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
-	return err
+	return busyPort(err, addrs, "")
 }
 
-// loopback turns a wildcard listen address into one a newcomer can curl.
+// demoAddresses returns where the demo listens: each flag given, else the
+// config's address with a wildcard host made 127.0.0.1.
+func demoAddresses(file *config.File, flags demoAddrs) (demoAddrs, error) {
+	a := demoAddrs{proxy: loopback(file.Listen), admin: loopback(file.Admin)}
+	u, err := url.Parse(file.Upstream)
+	if err != nil || u.Scheme != "http" || u.Port() == "" {
+		return a, fmt.Errorf("demo: the config's upstream %q is not an http://HOST:PORT address for the demo service", file.Upstream)
+	}
+	a.service = loopback(u.Host)
+	if flags.proxy != "" {
+		a.proxy = flags.proxy
+	}
+	if flags.admin != "" {
+		a.admin = flags.admin
+	}
+	if flags.service != "" {
+		a.service = flags.service
+	}
+	return a, nil
+}
+
+// busyPort turns a listen error on a port in use into a message that
+// names the port, what it is for and the flag that moves it; any other
+// error is returned as it is. what names the listener when the caller
+// knows it ("" to find it from the error's address).
+func busyPort(err error, a demoAddrs, what string) error {
+	var op *net.OpError
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) || !errors.As(err, &op) {
+		return err
+	}
+	addr := a.service
+	if op.Addr != nil {
+		addr = op.Addr.String()
+	}
+	flagName := "-upstream-listen"
+	switch {
+	case what != "":
+	case sameHostPort(addr, a.proxy):
+		what, flagName = "proxy port", "-listen"
+	case sameHostPort(addr, a.admin):
+		what, flagName = "admin port", "-admin"
+	default:
+		return err
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	return fmt.Errorf("demo: the %s %s is in use by another program; move it with %s %s (or %s %s for any free port)",
+		what, addr, flagName, net.JoinHostPort(host, "PORT"), flagName, net.JoinHostPort(host, "0"))
+}
+
+// sameHostPort reports whether the listen address got (as the kernel
+// reports it) is the address want (as given).
+func sameHostPort(got, want string) bool {
+	gh, gp, err1 := net.SplitHostPort(got)
+	wh, wp, err2 := net.SplitHostPort(want)
+	if err1 != nil || err2 != nil || gp != wp {
+		return false
+	}
+	gip, wip := net.ParseIP(gh), net.ParseIP(wh)
+	return gh == wh || gip != nil && wip != nil && gip.Equal(wip)
+}
+
+// loopback turns a wildcard listen address into one a newcomer can curl
+// and that other machines cannot reach: 0.0.0.0, :: and no host become
+// 127.0.0.1.
 func loopback(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil || (host != "0.0.0.0" && host != "::" && host != "") {
@@ -75,26 +175,3 @@ func loopback(addr string) string {
 	}
 	return net.JoinHostPort("127.0.0.1", port)
 }
-
-var demoHelp = template.Must(template.New("demo").Parse(strings.TrimLeft(`
-sds-proxy demo is running.
-  demo service  {{.Service}}   (the upstream; change it live with /_control)
-  proxy         {{.Proxy}}   (send traffic here)
-  dashboard     {{.Admin}}/   (also /status and /metrics)
-  config        {{.Config}}   (edit it: changes apply within a second)
-
-Trip the visit strategy of orders.read (20 visits per 10 s window), then wait 10 s to recover:
-  for i in $(seq 25); do curl -s -o /dev/null -w '%{http_code} ' {{.Proxy}}/api/orders; done; echo
-
-Trip the timeout strategy of slow (3 calls over 300 ms); it then stays degraded for its
-10 s delay, letting one probe through every 2 s:
-  for i in $(seq 6); do curl -s -i {{.Proxy}}/api/slow | grep -E '^HTTP|^Sds-Degraded'; done
-Make the service fast again, and the next probe ends the delay:
-  curl -s '{{.Service}}/_control?slowLatency=10ms'
-
-Trip the exception strategies of flaky (half its calls fail):
-  for i in $(seq 20); do curl -s -o /dev/null -w '%{http_code} ' {{.Proxy}}/api/flaky; done; echo
-  curl -s '{{.Service}}/_control?errorRate=0'      # heal it
-
-Watch it happen: {{.Admin}}/   Stop with Ctrl-C.
-`, "\n")))
