@@ -10,20 +10,25 @@ import (
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
+	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
 
-// apply translates f and swaps it in, with its connection limit: the
-// watcher's Accept, so that a file the request path refuses is never
-// recorded as in force.
-func apply(h *proxy.Handler, conns *connlimit.Limiter, f *config.File) error {
-	cfg, err := translate(f, h.Config())
+// apply translates f and swaps it in, with its connection limit and its
+// shared token buckets (cl is nil without cluster:): the watcher's Accept,
+// so that a file the request path refuses is never recorded as in force.
+func apply(h *proxy.Handler, conns *connlimit.Limiter, cl *cluster.Client, f *config.File) error {
+	shared, buckets := sharedBuckets(cl, f)
+	cfg, err := translateShared(f, h.Config(), shared)
 	if err != nil {
 		return err
 	}
 	h.Swap(cfg)
 	conns.SetMax(f.MaxConnections)
+	if cl != nil {
+		cl.Use(buckets)
+	}
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
+	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
@@ -81,6 +82,10 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	in.wg.Go(func() { in.handler.Run(watchCtx) }) // settles the points once a second
+	if in.cluster != nil {
+		in.wg.Go(func() { in.cluster.Run(watchCtx) }) // leases the shared buckets' tokens
+		defer in.cluster.Close()
+	}
 	if watched {
 		w, err := in.watch(watchCtx, file, flags.opts)
 		if err != nil {
@@ -157,6 +162,10 @@ type instance struct {
 	// (adminTokenFile); nil or empty: the runtime switches are off.
 	token atomic.Pointer[[]byte]
 
+	// cluster is the client of the shared token buckets' Redis; nil
+	// without cluster:.
+	cluster *cluster.Client
+
 	proxyLn, adminLn   net.Listener
 	proxySrv, adminSrv *http.Server
 	wg                 sync.WaitGroup // the servers, the watcher
@@ -171,11 +180,19 @@ func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
 	in.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	in.metrics = proxy.NewMetrics(in.reg, func() []*proxy.Point { return in.handler.Points() })
 	proxy.RegisterBuildInfo(in.reg, versionString())
-	cfg, err := translate(file, nil)
+	var err error
+	if in.cluster, err = newClusterClient(file.Cluster, log, in.reg); err != nil {
+		return nil, err
+	}
+	shared, buckets := sharedBuckets(in.cluster, file)
+	cfg, err := translateShared(file, nil, shared)
 	if err != nil {
 		return nil, err
 	}
 	in.handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: in.metrics, Events: in.events})
+	if in.cluster != nil {
+		in.cluster.Use(buckets)
+	}
 	in.token.Store(&file.AdminToken)
 	in.conns = connlimit.New(connlimit.Options{Max: file.MaxConnections})
 	proxy.RegisterConnections(in.reg, in.conns.Stats)
@@ -233,7 +250,7 @@ func (in *instance) serve(file *config.File) {
 	in.adminSrv = &http.Server{
 		Handler: admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Ready: in.isReady, Status: in.status.get,
 			Events: in.events, Traffic: in.metrics.Traffic, Version: versionString(), Config: in.status.config,
-			Switches: in.handler, Token: func() []byte { return *in.token.Load() }}),
+			Switches: in.handler, Token: func() []byte { return *in.token.Load() }, Cluster: in.clusterStatus()}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -260,7 +277,7 @@ func (in *instance) watch(ctx context.Context, file *config.File, opts config.Op
 		return nil, err
 	}
 	w.Accept = func(f *config.File) error {
-		if err := apply(in.handler, in.conns, f); err != nil {
+		if err := apply(in.handler, in.conns, in.cluster, f); err != nil {
 			return err
 		}
 		in.token.Store(&f.AdminToken)

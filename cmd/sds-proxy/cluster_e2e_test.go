@@ -1,0 +1,398 @@
+package main_test
+
+// End-to-end tests of the shared token bucket (README, "Fleet-wide
+// budgets"): real redis-server processes (proxy/cluster/clustertest) and
+// several real sds-proxy binaries on 127.0.0.1.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sds-proxy/sds-proxy/proxy/cluster/clustertest"
+)
+
+// fleet is n proxies with one config in front of one upstream.
+type fleet struct {
+	t       *testing.T
+	proxies []*proxyProcess
+	clients []*http.Client
+}
+
+// startFleet starts an upstream and n proxies whose config is the test
+// header, the cluster section (cluster:'s lines, "" for none) and point p
+// with the given settings, on a catch-all route.
+func startFleet(t *testing.T, n int, cluster, point string) *fleet {
+	t.Helper()
+	e := newEnv(t)
+	src := configHeader(e.upstream, "10s", 10)
+	if cluster != "" {
+		src += "cluster:\n"
+		for line := range strings.SplitSeq(strings.TrimSuffix(cluster, "\n"), "\n") {
+			src += "  " + line + "\n"
+		}
+	}
+	src += pointRoute
+	for line := range strings.SplitSeq(strings.TrimSuffix(point, "\n"), "\n") {
+		src += "    " + line + "\n"
+	}
+	path := filepath.Join(e.dir, "sds.yaml")
+	e.write(path, src)
+	f := &fleet{t: t}
+	for range n {
+		f.proxies = append(f.proxies, startProxy(t, path))
+		f.clients = append(f.clients, newClient(t))
+	}
+	return f
+}
+
+// tally counts a load run's answers.
+type tally struct {
+	admitted, degraded, failed atomic.Int64
+	firstFailure               atomic.Pointer[string]
+}
+
+func (ta *tally) fail(what string) {
+	if ta.failed.Add(1) == 1 {
+		ta.firstFailure.Store(&what)
+	}
+}
+
+// load sends GETs to the proxies from workers[i] goroutines each (uneven
+// load: a count per proxy), until stop is closed or d passes, at most
+// 200,000 requests per goroutine. An upstream answer counts as admitted,
+// a 429 with wantDegraded as Sds-Degraded as degraded, anything else as a
+// failure.
+func (f *fleet) load(workers []int, d time.Duration, wantDegraded string, stop <-chan struct{}) *tally {
+	return f.loadInto(&tally{}, workers, d, wantDegraded, stop)
+}
+
+// loadInto is load counting into ta, which may be read while it runs.
+func (f *fleet) loadInto(ta *tally, workers []int, d time.Duration, wantDegraded string, stop <-chan struct{}) *tally {
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		for range w {
+			wg.Go(func() {
+				for range 200_000 {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if time.Now().After(deadline) {
+						return
+					}
+					resp, err := f.clients[i].Get(f.proxies[i].url + "/work")
+					if err != nil {
+						ta.fail(err.Error())
+						continue
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					switch {
+					case resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "upstream"):
+						ta.admitted.Add(1)
+					case resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Sds-Degraded") == wantDegraded:
+						ta.degraded.Add(1)
+					default:
+						ta.fail(fmt.Sprintf("%d Sds-Degraded %q %q", resp.StatusCode, resp.Header.Get("Sds-Degraded"), body))
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return ta
+}
+
+// clusterStatus is the part of /status the tests read.
+type clusterStatus struct {
+	Cluster *struct {
+		Up        bool   `json:"up"`
+		LastError string `json:"lastError"`
+	} `json:"cluster"`
+	Points []struct {
+		Name    string `json:"name"`
+		Cluster *struct {
+			Shared bool  `json:"shared"`
+			Level  int64 `json:"level"`
+		} `json:"cluster"`
+	} `json:"points"`
+}
+
+// status reads a proxy's /status.
+func (p *proxyProcess) clusterStatus(t *testing.T) clusterStatus {
+	t.Helper()
+	resp, err := http.Get(p.admin + "/status")
+	if err != nil {
+		t.Fatalf("/status: %v", err)
+	}
+	defer resp.Body.Close()
+	var st clusterStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatalf("/status: %v", err)
+	}
+	return st
+}
+
+// shared reports whether point p of the proxy spends the shared bucket.
+func (p *proxyProcess) shared(t *testing.T) bool {
+	st := p.clusterStatus(t)
+	return st.Cluster != nil && st.Cluster.Up && len(st.Points) > 0 && st.Points[0].Cluster != nil && st.Points[0].Cluster.Shared
+}
+
+// waitShared waits until every proxy of the fleet spends the shared bucket.
+func (f *fleet) waitShared(timeout time.Duration) {
+	f.t.Helper()
+	for i, p := range f.proxies {
+		if !eventually(timeout, func() bool { return p.shared(f.t) }) {
+			f.t.Fatalf("proxy %d: the shared bucket is not in use within %v: %+v", i, timeout, p.clusterStatus(f.t))
+		}
+	}
+}
+
+// calls sums sds_cluster_calls_total over the fleet's proxies.
+func (f *fleet) calls() []float64 {
+	f.t.Helper()
+	out := make([]float64, len(f.proxies))
+	for i, p := range f.proxies {
+		ms, err := scrape(p.admin)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		ok, _ := ms.value("sds_cluster_calls_total", "result", "ok")
+		bad, _ := ms.value("sds_cluster_calls_total", "result", "error")
+		out[i] = ok + bad
+	}
+	return out
+}
+
+const (
+	clusterPoint  = "clusterTokenBucket: {tokensPerSecond: 100, size: 100}"
+	localPoint    = "tokenBucketGeneratedTokensInSecond: 100\ntokenBucketSize: 100"
+	clusterLoad   = 10 * time.Second
+	clusterBudget = 100*10 + 100 // tokensPerSecond × 10 s + size
+)
+
+// TestClusterBudgetE2E: two and four proxies sharing tokensPerSecond 100,
+// size 100 through one Redis, with load spread unevenly over them for 10
+// s, admit 100 × 10 + 100 together (±10%), where per-pod buckets of the
+// same figures admit about four times that; no request fails. It logs
+// the Redis calls per second per proxy and the request rate.
+func TestClusterBudgetE2E(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	for _, tc := range []struct {
+		name    string
+		proxies int
+		workers []int
+		shared  bool
+	}{
+		{"2 proxies shared", 2, []int{3, 1}, true},
+		{"4 proxies shared", 4, []int{3, 2, 1, 1}, true},
+		{"4 proxies per-pod", 4, []int{3, 2, 1, 1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cluster, point, want := "", localPoint, "token_bucket; point=p"
+			if tc.shared {
+				srv := clustertest.Start(t)
+				cluster = fmt.Sprintf("addresses: [%s]\nreplicas: %d", srv.Addr, tc.proxies)
+				point, want = clusterPoint, "cluster_token_bucket; point=p"
+			}
+			f := startFleet(t, tc.proxies, cluster, point)
+			if tc.shared {
+				f.waitShared(wait)
+			}
+			before := f.calls()
+			start := time.Now()
+			ta := f.load(tc.workers, clusterLoad, want, nil)
+			took := time.Since(start)
+			after := f.calls()
+			admitted, total := ta.admitted.Load(), ta.admitted.Load()+ta.degraded.Load()
+			t.Logf("%s: %d admitted of %d requests in %.1fs (%.0f req/s); budget 100 × 10 + 100 = %d",
+				tc.name, admitted, total, took.Seconds(), float64(total)/took.Seconds(), clusterBudget)
+			if n := ta.failed.Load(); n > 0 {
+				t.Errorf("%d requests failed; the first: %s", n, *ta.firstFailure.Load())
+			}
+			if !tc.shared {
+				if admitted < 3*clusterBudget {
+					t.Errorf("per-pod buckets admitted %d, want about 4 × %d (at least 3×)", admitted, clusterBudget)
+				}
+				return
+			}
+			for i := range after {
+				t.Logf("proxy %d (%d load goroutines): %.1f Redis calls/s", i, tc.workers[i], (after[i]-before[i])/took.Seconds())
+				if rate := (after[i] - before[i]) / took.Seconds(); rate > 50 {
+					t.Errorf("proxy %d: %.1f Redis calls/s, want a small constant (at most 50)", i, rate)
+				}
+			}
+			if lo, hi := 0.9*clusterBudget, 1.1*clusterBudget; float64(admitted) < lo || float64(admitted) > hi {
+				t.Errorf("admitted %d, want within ±10%% of %d", admitted, clusterBudget)
+			}
+		})
+	}
+}
+
+// TestClusterRedisFailureE2E: Redis killed mid-run fails no request; each
+// proxy counts on its share (tokensPerSecond ÷ replicas) from its next
+// call, logs it once, and shows it in sds_cluster_up and /status; Redis
+// restarted, the shared bucket is back within seconds.
+func TestClusterRedisFailureE2E(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	srv := clustertest.Start(t)
+	f := startFleet(t, 2, fmt.Sprintf("addresses: [%s]\nreplicas: 2\ntimeout: 50ms", srv.Addr), clusterPoint)
+	f.waitShared(wait)
+	marks := []int{f.proxies[0].stderr.mark(), f.proxies[1].stderr.mark()}
+
+	// One bounded run of load through the whole test.
+	stop := make(chan struct{})
+	ta := make(chan *tally, 1)
+	running := &tally{}
+	go func() { ta <- f.loadInto(running, []int{2, 1}, 60*time.Second, "cluster_token_bucket; point=p", stop) }()
+	var stopOnce sync.Once
+	finish := func() *tally { stopOnce.Do(func() { close(stop) }); return <-ta }
+	defer func() {
+		stopOnce.Do(func() { close(stop) })
+	}()
+	// progress waits until the load has had n more answers.
+	progress := func(n int64) {
+		t.Helper()
+		from := running.admitted.Load() + running.degraded.Load()
+		if !eventually(wait, func() bool { return running.admitted.Load()+running.degraded.Load()-from >= n }) {
+			t.Fatalf("the load made no progress: %d admitted, %d degraded, %d failed", running.admitted.Load(), running.degraded.Load(), running.failed.Load())
+		}
+	}
+	progress(500)
+
+	killed := time.Now()
+	srv.Kill()
+	for i, p := range f.proxies {
+		if !eventually(wait, func() bool { st := p.clusterStatus(t); return st.Cluster != nil && !st.Cluster.Up }) {
+			t.Fatalf("proxy %d still shows Redis up", i)
+		}
+		t.Logf("proxy %d: on its share %v after Redis was killed", i, time.Since(killed).Round(time.Millisecond))
+		p.waitLog(t, marks[i], wait, msgStarts("redis does not answer"))
+		ms, err := scrape(p.admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if up, _ := ms.value("sds_cluster_up"); up != 0 {
+			t.Errorf("proxy %d: sds_cluster_up = %v, want 0", i, up)
+		}
+	}
+	// On their shares, 50 tokens a second each and 100 together, against
+	// load far above it: measured over the next 5,000 answers.
+	from, at := running.admitted.Load(), time.Now()
+	progress(5000)
+	admitted, span := running.admitted.Load()-from, time.Since(at).Seconds()
+	t.Logf("on their shares: %d admitted in %.1fs (%.0f/s; the shares add up to 100/s)", admitted, span, float64(admitted)/span)
+	if rate := float64(admitted) / span; span > 1 && (rate < 50 || rate > 200) {
+		t.Errorf("on their shares the proxies admitted %.0f/s, want about 100/s (plus the shares' bursts)", rate)
+	}
+
+	restarted := time.Now()
+	srv.Restart()
+	f.waitShared(wait)
+	t.Logf("shared again %v after Redis restarted", time.Since(restarted).Round(time.Millisecond))
+	if d := time.Since(restarted); d > 10*time.Second {
+		t.Errorf("shared again after %v, want within seconds", d)
+	}
+	progress(500)
+	for i, p := range f.proxies {
+		p.waitLog(t, marks[i], wait, msgStarts("redis answers again"))
+		if n := p.countLog(marks[i], msgStarts("redis does not answer")); n != 1 {
+			t.Errorf("proxy %d: logged the failure %d times, want once", i, n)
+		}
+	}
+	total := finish()
+	if n := total.failed.Load(); n > 0 {
+		t.Errorf("%d requests failed; the first: %s", n, *total.firstFailure.Load())
+	}
+	t.Logf("whole run: %d admitted, %d degraded, %d failed", total.admitted.Load(), total.degraded.Load(), total.failed.Load())
+}
+
+// TestClusterSilentRedisE2E: a Redis that accepts connections and never
+// answers delays no request: the proxy counts on its share, and its
+// requests take no longer than with no Redis at all (it logs the
+// quantiles; each request is checked against the timeout with a margin).
+func TestClusterSilentRedisE2E(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	silent := clustertest.Silent(t)
+	const timeout = 50 * time.Millisecond
+	f := startFleet(t, 1, fmt.Sprintf("addresses: [%s]\ntimeout: %v", silent, timeout),
+		"clusterTokenBucket: {tokensPerSecond: 100000, size: 100000}")
+	p := f.proxies[0]
+	p.waitLog(t, 0, wait, msgStarts("redis does not answer"))
+	var took []time.Duration
+	for i := range 300 {
+		start := time.Now()
+		resp, err := f.clients[0].Get(p.url + "/work")
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		took = append(took, time.Since(start))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d, want 200 (the local share holds 100,000 tokens)", i, resp.StatusCode)
+		}
+	}
+	slices.Sort(took)
+	p50, p99, worst := took[len(took)/2], took[len(took)*99/100], took[len(took)-1]
+	t.Logf("against a silent Redis (timeout %v): p50 %v, p99 %v, max %v over %d requests", timeout, p50, p99, worst, len(took))
+	if p50 > timeout {
+		t.Errorf("p50 %v is past the timeout %v: requests wait on Redis", p50, timeout)
+	}
+	st := p.clusterStatus(t)
+	if st.Cluster == nil || st.Cluster.Up || !strings.Contains(st.Cluster.LastError, "deadline exceeded") && !strings.Contains(st.Cluster.LastError, "timeout") {
+		t.Errorf("/status cluster: got %+v, want down with a timeout", st.Cluster)
+	}
+}
+
+// TestClusterLatencyE2E measures what the shared bucket adds to a
+// request: two proxies in front of one upstream, one with a shared bucket
+// that never runs dry and one without, asked in turn; it logs both p50s
+// and asserts nothing about time.
+func TestClusterLatencyE2E(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	srv := clustertest.Start(t)
+	with := startFleet(t, 1, fmt.Sprintf("addresses: [%s]", srv.Addr), "clusterTokenBucket: {tokensPerSecond: 1000000, size: 1000000}")
+	without := startFleet(t, 1, "", "visitThreshold: 100000000")
+	with.waitShared(wait)
+	var a, b []time.Duration
+	get := func(f *fleet) time.Duration {
+		start := time.Now()
+		resp, err := f.clients[0].Get(f.proxies[0].url + "/work")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return time.Since(start)
+	}
+	for range 2000 {
+		a = append(a, get(with))
+		b = append(b, get(without))
+	}
+	pa, pb := median(a), median(b)
+	t.Logf("p50 with the shared bucket %v, without %v: %+.1f%%", pa, pb, 100*(pa.Seconds()-pb.Seconds())/pb.Seconds())
+	if !with.proxies[0].shared(t) {
+		t.Error("the shared bucket was not in use")
+	}
+}
