@@ -8,9 +8,14 @@
 //	POST /api/orders   201, the created order as JSON
 //	     /api/slow     200 after the current slow latency (default 500ms)
 //	     /api/flaky    500 for the current error rate of requests (default 50%)
+//	     /api/queue    200 after a worker's service time (default 50ms), from
+//	                   one of queueCapacity workers (default 10) taken in
+//	                   arrival order: past that many calls in flight, the
+//	                   latency grows with the queue
 //	     /_control     GET: the current settings as JSON; GET or POST with
-//	                   latency=300ms, slowLatency=1s or errorRate=20 (query or
-//	                   form) changes them while the service runs
+//	                   latency=300ms, slowLatency=1s, errorRate=20,
+//	                   queueCapacity=5 or queueService=20ms (query or form)
+//	                   changes them while the service runs
 //	     anything else 200, a short text naming the path
 //
 // Test knobs, accepted on any path but /_control, applied in this order
@@ -102,6 +107,7 @@ type Handler struct {
 
 	requests atomic.Int64
 	inFlight atomic.Int64
+	queue    queue // /api/queue
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -118,6 +124,7 @@ func New(opts Options) *Handler {
 	h.SetLatency(opts.Latency)
 	h.SetSlowLatency(orDefault(opts.SlowLatency, DefaultSlowLatency))
 	h.SetErrorRate(orDefault(opts.ErrorRate, DefaultErrorRate))
+	h.queue.set(DefaultQueueCapacity, DefaultQueueService)
 	return h
 }
 
@@ -154,6 +161,8 @@ type Stats struct {
 	Requests int64 `json:"requests"`
 	// InFlight counts the requests being served now, /_control excluded.
 	InFlight int64 `json:"inFlight"`
+	// Queue is /api/queue's workers and queue.
+	Queue QueueStats `json:"queue"`
 }
 
 // Stats returns the current settings and counters.
@@ -164,6 +173,7 @@ func (h *Handler) Stats() Stats {
 		ErrorRate:   int(h.errorRate.Load()),
 		Requests:    h.requests.Load(),
 		InFlight:    h.inFlight.Load(),
+		Queue:       h.queue.stats(),
 	}
 }
 
@@ -242,6 +252,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"slept": d.String()})
 	case "/api/flaky":
 		h.flakyRequest(w)
+	case "/api/queue":
+		d, err := h.serveQueue(r.Context())
+		if err != nil {
+			h.interrupted(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"served": d.String()})
 	case "/sse":
 		h.sse(w, r)
 	case "/ws":
@@ -445,6 +462,24 @@ func (h *Handler) control(w http.ResponseWriter, r *http.Request) {
 		}
 		set = append(set, func() { h.SetErrorRate(p) })
 	}
+	capacity, service := h.queue.settings()
+	if s := r.Form.Get("queueCapacity"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxQueueCapacity {
+			http.Error(w, fmt.Sprintf("queueCapacity=%q: want workers from 1 to %d", s, MaxQueueCapacity), http.StatusBadRequest)
+			return
+		}
+		capacity = n
+	}
+	if s := r.Form.Get("queueService"); s != "" {
+		d, err := h.parseWait("queueService", s)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		service = d
+	}
+	set = append(set, func() { h.queue.set(capacity, service) })
 	for _, f := range set {
 		f()
 	}
