@@ -137,11 +137,12 @@ func TestControl(t *testing.T) {
 		return s
 	}
 	st = decode(serve(h, "GET", "/_control"))
-	if want := (Stats{Latency: "0s", SlowLatency: "500ms", ErrorRate: 50}); st != want {
+	queue := QueueStats{Capacity: DefaultQueueCapacity, Service: DefaultQueueService.String()}
+	if want := (Stats{Latency: "0s", SlowLatency: "500ms", ErrorRate: 50, Queue: queue}); st != want {
 		t.Errorf("defaults: got %+v, want %+v", st, want)
 	}
 	st = decode(serve(h, "GET", "/_control?latency=300ms&errorRate=20&slowLatency=1s"))
-	if want := (Stats{Latency: "300ms", SlowLatency: "1s", ErrorRate: 20}); st != want {
+	if want := (Stats{Latency: "300ms", SlowLatency: "1s", ErrorRate: 20, Queue: queue}); st != want {
 		t.Errorf("after GET with values: got %+v, want %+v", st, want)
 	}
 	req := httptest.NewRequest("POST", "/_control", strings.NewReader("latency=0s&errorRate=5%25"))
