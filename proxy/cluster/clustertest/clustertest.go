@@ -134,6 +134,33 @@ func (s *Server) Restart() {
 	s.start(s.Port)
 }
 
+// Role returns the role of the server at addr: master, slave or
+// sentinel (ROLE's first element).
+func Role(addr string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte("*1\r\n$4\r\nROLE\r\n")); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(conn)
+	var lines [3]string // *N, $len, the role
+	for i := range lines {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return "", err
+		}
+		lines[i] = strings.TrimRight(line, "\r\n")
+	}
+	if !strings.HasPrefix(lines[0], "*") || !strings.HasPrefix(lines[1], "$") {
+		return "", fmt.Errorf("ROLE answered %q", lines)
+	}
+	return lines[2], nil
+}
+
 // Do sends one command and returns its reply's first line (such as
 // "+PONG", ":1", "$5"); password, when not "", is sent first with AUTH.
 func Do(addr, password string, args ...string) (string, error) {
