@@ -37,7 +37,7 @@ func commands() []command {
 			func(ctx context.Context, args []string, _, stderr io.Writer) error {
 				return runProxy(ctx, args, stderr, nil)
 			}},
-		{"validate", "[-config sds.yaml] [-upstream URL] [-diff ADMIN_ADDR] [-timeout 5s]",
+		{"validate", "[-config sds.yaml] [-upstream URL] [-o text|json] [-diff ADMIN_ADDR] [-timeout 5s]",
 			"check a config file without starting anything (-diff: against a running proxy)",
 			validate},
 		{"schema", "", "print the JSON Schema of sds.yaml, for editors (docs/sds.schema.json is a copy)",

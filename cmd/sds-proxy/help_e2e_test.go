@@ -35,6 +35,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"-version"}, 0, " go1.", ""},
 		{[]string{"validate", "-config", broken}, 1, "visitThreshold: want an integer", ""},
 		{[]string{"validate", "-config", filepath.Join(dir, "missing.yaml")}, 1, "missing.yaml", ""},
+		{[]string{"validate", "-o", "json", "-config", broken}, 1, `"valid": false`, ""},
+		{[]string{"validate", "-o", "yaml"}, 2, "", `-o "yaml": want text or json`},
 		{[]string{"bogus"}, 2, "", `sds-proxy: unknown command "bogus"`},
 		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus"},
 		{[]string{"help", "bogus"}, 2, "", `unknown command "bogus"`},

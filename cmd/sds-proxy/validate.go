@@ -19,7 +19,8 @@ import (
 // included) as FILE:LINE:COL: message and errInvalid. Warnings alone do
 // not fail it. With -diff ADDR it then prints what applying the file would
 // change at the proxy whose admin port is at ADDR (diffAgainst), or
-// returns an error when that admin port fails.
+// returns an error when that admin port fails. With -o json it prints the
+// outcome as one JSON document instead (writeProblems), and takes no -diff.
 func validate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -27,11 +28,17 @@ func validate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	upstream := fs.String("upstream", "", "upstream URL, as given to run (when the file has none)")
 	diffAddr := fs.String("diff", "", "admin port (host:port or http://host:port) of a running proxy: print what applying the file would change there")
 	timeout := fs.Duration("timeout", 5*time.Second, "with -diff: give up on the admin port after this long")
+	output := fs.String("o", "text", "output: text (FILE:LINE:COL: message lines) or json (for editors and CI annotations)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
+	switch {
+	case fs.NArg() > 0:
 		return usageErrorf("validate: unexpected arguments %q", fs.Args())
+	case *output != "text" && *output != "json":
+		return usageErrorf("validate: -o %q: want text or json", *output)
+	case *output == "json" && *diffAddr != "":
+		return usageErrorf("validate: -o json does not combine with -diff")
 	}
 	var base string
 	if *diffAddr != "" {
@@ -42,6 +49,9 @@ func validate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts := config.Options{Upstream: *upstream}
 	f, err := config.Load(*path, opts)
+	if *output == "json" {
+		return writeProblems(stdout, *path, f, err)
+	}
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return errInvalid
