@@ -46,8 +46,11 @@ func commands() []command {
 			"print the state of a running proxy's points, read from its admin port",
 			status},
 		{"force", "POINT degrade|pass|clear [-ttl 10m] [-reason TEXT] [-admin 127.0.0.1:9901] [-token-file F] [-timeout 5s]",
-			"switch a point of a running proxy to degrade or pass every request for a while, or clear its switch",
+			"degrade or pass every request of a running proxy's point for a while (or clear that switch)",
 			force},
+		{"suggest", "-access-log FILE [-config sds.yaml]",
+			"propose thresholds (a points: block, each value explained) from the proxy's access log",
+			suggestCmd},
 		{"demo", "[-config FILE] [-listen ADDR] [-admin ADDR] [-upstream-listen ADDR]",
 			"run the proxy on the built-in example in front of a demo service",
 			demo},
@@ -56,6 +59,7 @@ func commands() []command {
 			func(_ context.Context, args []string, stdout, stderr io.Writer) error {
 				return inject(args, os.Stdin, stdout, stderr)
 			}},
+		{"completion", "bash|zsh", "print a shell completion script: source <(sds-proxy completion bash)", completion},
 		{"version", "", "print the version and the Go version (also --version)", printVersion},
 		{"help", "[COMMAND]", "list the commands, or show one command's flags (also -h, --help)", help},
 	}

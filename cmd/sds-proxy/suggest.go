@@ -1,0 +1,55 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/suggest"
+	"github.com/sds-proxy/sds-proxy/config"
+)
+
+// suggestCmd reads the proxy's access log and prints a proposed points:
+// block of sds.yaml, each value with how it was derived (package
+// cmd/internal/suggest has the rules). -config gives the window the
+// thresholds are for; without it, the default 10s in 10 buckets. Lines
+// that cannot be read are counted in the block's header, never fatal.
+func suggestCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("suggest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	logPath := fs.String("access-log", "", "the proxy's log with its access lines (accessLog: true); - reads stdin")
+	cfgPath := fs.String("config", "", "the sds.yaml whose window and buckets the thresholds are for (default: 10s in 10 buckets)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErrorf("suggest: unexpected arguments %q", fs.Args())
+	case *logPath == "":
+		return usageErrorf("suggest: give -access-log FILE, the proxy's log with accessLog: true (- for stdin)")
+	}
+	var opts suggest.Options
+	if *cfgPath != "" {
+		f, err := config.Load(*cfgPath, config.Options{})
+		if err != nil {
+			return fmt.Errorf("suggest: -config: %w", err)
+		}
+		opts.Window, opts.Buckets = f.Window, f.Buckets
+	}
+	in, source := io.Reader(os.Stdin), "stdin"
+	if *logPath != "-" {
+		file, err := os.Open(*logPath)
+		if err != nil {
+			return fmt.Errorf("suggest: %w", err)
+		}
+		defer file.Close()
+		in, source = file, *logPath
+	}
+	rep, err := suggest.Read(in, opts)
+	if err != nil {
+		return fmt.Errorf("suggest: reading %s: %w", source, err)
+	}
+	return rep.WriteYAML(stdout, source)
+}
