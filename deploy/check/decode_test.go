@@ -30,6 +30,8 @@ func newTyped(apiVersion, kind string) any {
 	switch apiVersion + " " + kind {
 	case "v1 ConfigMap":
 		return &corev1.ConfigMap{}
+	case "v1 Secret":
+		return &corev1.Secret{}
 	case "v1 Service":
 		return &corev1.Service{}
 	case "v1 Pod":
@@ -113,6 +115,8 @@ func decodeStrict(name string, data []byte) ([]object, error) {
 func objectMeta(obj any) (*metav1.ObjectMeta, error) {
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
+		return &o.ObjectMeta, nil
+	case *corev1.Secret:
 		return &o.ObjectMeta, nil
 	case *corev1.Service:
 		return &o.ObjectMeta, nil

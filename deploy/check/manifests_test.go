@@ -37,6 +37,7 @@ var renders = []struct {
 	{dir: "../base", native: true, networkPolicy: true},
 	{dir: "../overlays/example", native: true, networkPolicy: true},
 	{dir: "../overlays/pre-1.29", native: false, networkPolicy: true},
+	{dir: "../overlays/fleet", native: true, networkPolicy: true},
 	{dir: "testdata/component", native: true},
 }
 
