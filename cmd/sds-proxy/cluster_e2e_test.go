@@ -452,3 +452,39 @@ func isMaster(addr string) bool {
 	role, err := clustertest.Role(addr)
 	return err == nil && role == "master"
 }
+
+// TestClusterCallsE2E: the Redis calls a proxy makes do not grow with its
+// request rate: one proxy under as much load as the machine gives it for
+// 5 s, with a shared bucket that runs dry (most requests degraded: the
+// proxy's fastest path) and with one that never does (every request
+// proxied). It logs the request rate and the calls per second, and checks
+// that the calls stay a small constant.
+func TestClusterCallsE2E(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	for _, tc := range []struct {
+		name, point string
+	}{
+		{"bucket dry", "clusterTokenBucket: {tokensPerSecond: 100, size: 100}"},
+		{"bucket never dry", "clusterTokenBucket: {tokensPerSecond: 1000000, size: 1000000}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := clustertest.Start(t)
+			f := startFleet(t, 1, fmt.Sprintf("addresses: [%s]", srv.Addr), tc.point)
+			f.waitShared(wait)
+			before := f.calls()
+			start := time.Now()
+			ta := f.load([]int{8}, 5*time.Second, "cluster_token_bucket; point=p", nil)
+			took := time.Since(start).Seconds()
+			calls := (f.calls()[0] - before[0]) / took
+			requests := float64(ta.admitted.Load()+ta.degraded.Load()) / took
+			t.Logf("%s: %.0f req/s (%d admitted, %d degraded), %.1f Redis calls/s", tc.name, requests, ta.admitted.Load(), ta.degraded.Load(), calls)
+			if n := ta.failed.Load(); n > 0 {
+				t.Errorf("%d requests failed; the first: %s", n, *ta.firstFailure.Load())
+			}
+			if calls > 50 {
+				t.Errorf("%.1f Redis calls/s at %.0f req/s, want a small constant (at most 50)", calls, requests)
+			}
+		})
+	}
+}
