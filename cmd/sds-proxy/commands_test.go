@@ -109,6 +109,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "-nope"}, "flag provided but not defined: -nope"},
 		{[]string{"inject", "in.yaml"}, `unexpected arguments ["in.yaml"]`},
 		{[]string{"version", "extra"}, `unexpected arguments ["extra"]`},
+		{[]string{"completion"}, "want one shell, bash or zsh"},
+		{[]string{"completion", "fish"}, `want one shell, bash or zsh; got ["fish"]`},
 	} {
 		var stderr bytes.Buffer
 		err := run(context.Background(), tc.args, &bytes.Buffer{}, &stderr)
