@@ -118,7 +118,6 @@ func (p *Point) status(now time.Time, c Counts, inflight, tokens int64, readings
 	var s Status
 	st := p.st
 	st.mu.Lock()
-	ramp := st.ramp
 	if d := st.delay; d.active {
 		if now.Before(d.until) {
 			s.InDelay, s.DelayStrategy, s.DelayUntil, s.Probing = true, d.strategy, d.until, d.probing
@@ -127,17 +126,13 @@ func (p *Point) status(now time.Time, c Counts, inflight, tokens int64, readings
 			}
 		} else {
 			c = Counts{}
-			ramp = rampState{}
-			if p.s.RecoveryTime > 0 {
-				from := d.until.UnixNano()
-				ramp = rampState{active: true, from: from, until: from + int64(p.s.RecoveryTime)}
-			}
 		}
 	}
+	ramp, recovering := p.rampLocked(now)
 	st.mu.Unlock()
-	if at := now.UnixNano(); ramp.active && p.s.RecoveryTime > 0 && at < ramp.until {
+	if recovering {
 		s.Recovering = true
-		s.RecoveryShare = rampShare(p.s.RecoveryStartPercent(), ramp.from, ramp.until, at)
+		s.RecoveryShare = rampShare(p.s.RecoveryStartPercent(), ramp.from, ramp.until, now.UnixNano())
 		s.RecoveryUntil = time.Unix(0, ramp.until)
 	}
 	p.readings(c, inflight, tokens, s.Recovering, func(r Reading) bool {
@@ -163,6 +158,51 @@ func (p *Point) status(now time.Time, c Counts, inflight, tokens int64, readings
 		s.Reason = Reading{}
 	}
 	return s
+}
+
+// rampLocked returns the recovery ramp as the next request would find it
+// at now, and whether it runs: a delay whose time has passed has ended and
+// started one. The caller holds st.mu.
+func (p *Point) rampLocked(now time.Time) (rampState, bool) {
+	if p.s.RecoveryTime <= 0 {
+		return rampState{}, false
+	}
+	ramp := p.st.ramp
+	if d := p.st.delay; d.active {
+		if now.Before(d.until) {
+			return rampState{}, false
+		}
+		from := d.until.UnixNano()
+		ramp = rampState{active: true, from: from, until: from + int64(p.s.RecoveryTime)}
+	}
+	return ramp, ramp.active && now.UnixNano() < ramp.until
+}
+
+// RecoveryShare returns the share of requests the recovery ramp admits at
+// now, in parts per million (RecoveryShareWhole while no ramp runs), and
+// false when the point has no ramp (RecoveryTime off). It has no effect on
+// the point and does not allocate (the sds_recovery_admitted_ratio gauge).
+func (p *Point) RecoveryShare(now time.Time) (int64, bool) {
+	if p.s.RecoveryTime <= 0 {
+		return 0, false
+	}
+	p.st.mu.Lock()
+	ramp, recovering := p.rampLocked(now)
+	p.st.mu.Unlock()
+	if !recovering {
+		return RecoveryShareWhole, true
+	}
+	return rampShare(p.s.RecoveryStartPercent(), ramp.from, ramp.until, now.UnixNano()), true
+}
+
+// AdaptiveLimit returns the adaptive concurrency limit in force, and false
+// when the point has none. It does not allocate (the
+// sds_adaptive_concurrency_limit gauge).
+func (p *Point) AdaptiveLimit() (int64, bool) {
+	if p.ad == nil {
+		return 0, false
+	}
+	return p.ad.current(&p.s.AdaptiveConcurrency), true
 }
 
 // readings calls yield with each enabled strategy's Reading, in judging
@@ -234,7 +274,7 @@ func (p *Point) Settle(now time.Time) Events {
 func (p *Point) wouldTrip(now time.Time) bool {
 	st := p.st
 	st.mu.Lock()
-	recovering := st.ramp.active && p.s.RecoveryTime > 0 && now.UnixNano() < st.ramp.until
+	_, recovering := p.rampLocked(now)
 	st.mu.Unlock()
 	trips := false
 	p.readings(st.win.sum(st.win.bucket(now)), p.InFlight(), p.tokens(now), recovering, func(r Reading) bool {

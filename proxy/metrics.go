@@ -316,6 +316,12 @@ var (
 	trippedDesc  = prometheus.NewDesc("sds_point_tripped",
 		"1 while the point's next plain request would be degraded (state open or delay), evaluated at scrape time; 0 otherwise. A shadow point is never tripped.",
 		[]string{"point"}, nil)
+	adaptiveLimitDesc = prometheus.NewDesc("sds_adaptive_concurrency_limit",
+		"The point's adaptive concurrency limit in force: upstream calls in flight above it are degraded (adaptive_concurrency). Only points with adaptiveConcurrency.",
+		[]string{"point"}, nil)
+	recoveryRatioDesc = prometheus.NewDesc("sds_recovery_admitted_ratio",
+		"The share of requests the point's recovery ramp admits now, from recoveryStart/100 to 1; 1 while no ramp runs. Only points with recoveryTime.",
+		[]string{"point"}, nil)
 	stateDesc = prometheus.NewDesc("sds_point_state",
 		"1 for the point's state at scrape time, 0 for the others: closed (every strategy passes), open (a strategy would degrade the next request), delay (inside its delay: degraded but for probes), shadow (a shadow point whose next request would be degraded were it enforcing).",
 		[]string{"point", "state"}, nil)
@@ -401,8 +407,9 @@ type seriesBatch struct {
 }
 
 // batchSeries is the number of series of a point: its counters, then
-// sds_inflight, sds_point_tripped and sds_point_state's.
-const batchSeries = pointCounts + 2 + len(pointStates)
+// sds_inflight, sds_point_tripped, sds_point_state's,
+// sds_adaptive_concurrency_limit and sds_recovery_admitted_ratio.
+const batchSeries = pointCounts + 2 + len(pointStates) + 2
 
 // add appends a series of desc with the point's label and label (when not
 // nil), sorted by name, and returns it.
@@ -425,7 +432,7 @@ func (b *seriesBatch) add(desc *prometheus.Desc, point, label *dto.LabelPair, va
 }
 
 func (c *pointCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{requestsDesc, degradedDesc, shadowDegradedDesc, errorsDesc, timeoutsDesc, inflightDesc, trippedDesc, stateDesc} {
+	for _, d := range []*prometheus.Desc{requestsDesc, degradedDesc, shadowDegradedDesc, errorsDesc, timeoutsDesc, inflightDesc, trippedDesc, stateDesc, adaptiveLimitDesc, recoveryRatioDesc} {
 		ch <- d
 	}
 }
@@ -472,6 +479,16 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, k := range stateOrder {
 			s := b.add(stateDesc, pm.pointLabel, stateLabels[k], gaugeBool(state == pointStates[k]))
+			s.gauge = true
+			ch <- s
+		}
+		if limit, on := p.lim.AdaptiveLimit(); on {
+			s := b.add(adaptiveLimitDesc, pm.pointLabel, nil, float64(limit))
+			s.gauge = true
+			ch <- s
+		}
+		if share, on := p.lim.RecoveryShare(now); on {
+			s := b.add(recoveryRatioDesc, pm.pointLabel, nil, float64(share)/limiter.RecoveryShareWhole)
 			s.gauge = true
 			ch <- s
 		}

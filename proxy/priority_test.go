@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
@@ -47,5 +48,41 @@ func TestRoutePriority(t *testing.T) {
 	}
 	if got := rpMetric(t, reg, "sds_degraded_total", map[string]string{"point": "p", "strategy": "visit"}); got != 3 {
 		t.Errorf("sds_degraded_total{strategy=visit}: got %v, want 3", got)
+	}
+}
+
+// TestProtectionGauges: sds_adaptive_concurrency_limit and
+// sds_recovery_admitted_ratio for the points that have them, and only
+// those; the ratio follows the ramp after a delay, on the Handler's clock.
+func TestProtectionGauges(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	ramp := rpPoint(t, "ramp", func(s *limiter.Settings) {
+		s.ExceptionThreshold, s.DelayTime = limiter.At(1), time.Second
+		s.RecoveryTime, s.RecoveryStart = 10*time.Second, limiter.At(20)
+	}, proxy.PointOptions{})
+	adaptive := rpPoint(t, "adaptive", func(s *limiter.Settings) {
+		s.AdaptiveConcurrency = limiter.AdaptiveConcurrency{On: true, MinLimit: 4}
+	}, proxy.PointOptions{})
+	plain := rpPoint(t, "plain", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(10) }, proxy.PointOptions{})
+	_, reg := rpHandler(t, rpConfig(rpFakeUpstream, ramp, adaptive, plain), proxy.Options{Transport: rpOK, Now: func() time.Time { return now }})
+	gauge := func(name, point string) float64 { return rpMetric(t, reg, name, map[string]string{"point": point}) }
+	if got := gauge("sds_adaptive_concurrency_limit", "adaptive"); got != 4 {
+		t.Errorf("adaptive limit %v, want 4 (minLimit while the minimum latency is measured)", got)
+	}
+	if got := gauge("sds_recovery_admitted_ratio", "ramp"); got != 1 {
+		t.Errorf("recovery ratio %v, want 1 with no ramp", got)
+	}
+	for _, name := range []string{"sds_adaptive_concurrency_limit", "sds_recovery_admitted_ratio"} {
+		if got := gauge(name, "plain"); got != -1 {
+			t.Errorf("%s{point=plain} = %v, want no series", name, got)
+		}
+	}
+	var c limiter.Call
+	ramp.Limiter().Enter(&c, now, false)
+	c.Exit(now, limiter.Failed)
+	ramp.Limiter().Enter(&c, now, false) // trips; the delay ends at +1s
+	now = now.Add(6 * time.Second)       // half the ramp: 20% + 80%/2
+	if got := gauge("sds_recovery_admitted_ratio", "ramp"); got != 0.6 {
+		t.Errorf("recovery ratio %v half-way, want 0.6", got)
 	}
 }

@@ -159,6 +159,13 @@ const (
 //	      "delay": {"strategy": "visit", "until": time, "nextProbe": time, "probing": bool},
 //	                                       // while in the delay (state delay; shadow for a shadow point);
 //	                                       // nextProbe omitted without retryInterval
+//	      "recovery": {"share": f, "until": time},
+//	                                       // while the recovery ramp runs: the share of requests it admits
+//	                                       // now (recoveryStart/100 to 1) and the ramp's end
+//	      "adaptive": {"limit": n, "measuring": bool, "minLatency": f, "latency": f},
+//	                                       // with adaptiveConcurrency: the limit in force, whether the minimum
+//	                                       // latency is being measured (the limit is then minLimit), the last
+//	                                       // measured minimum and the last interval's mean, seconds (0: none yet)
 //	      "strategies": [                  // each enabled strategy, judging order; [] when none
 //	        {"strategy": "visit", "count": n, "threshold": n, "trips": bool}
 //	      ],
@@ -182,7 +189,11 @@ const (
 //	        "tokenBucketGeneratedTokensInSecond": n, "tokenBucketSize": n,
 //	        "downgradeRate": n,            // always present
 //	        "delayTime": "30s", "retryInterval": "2s",
-//	        "pressureTestDowngrade": true  // omitted when false
+//	        "pressureTestDowngrade": true, // omitted when false
+//	        "recoveryTime": "10s", "recoveryStart": n,   // omitted without recoveryTime
+//	        "sheddableShare": n,           // omitted when not set (default 80)
+//	        "adaptiveConcurrency": {"minLimit": n, "maxLimit": n, "interval": "100ms", "tolerance": n,
+//	          "minLatencyInterval": "1m0s"}  // defaults filled; omitted when off
 //	      },
 //	      "series": {
 //	        "bucketSeconds": 1,
@@ -355,6 +366,8 @@ type (
 		State      string         `json:"state"`
 		Reason     *readingJSON   `json:"reason,omitempty"`
 		Delay      *delayJSON     `json:"delay,omitempty"`
+		Recovery   *recoveryJSON  `json:"recovery,omitempty"`
+		Adaptive   *adaptiveJSON  `json:"adaptive,omitempty"`
 		Strategies []readingJSON  `json:"strategies"`
 		Window     windowJSON     `json:"window"`
 		Tokens     *int64         `json:"tokens,omitempty"`
@@ -397,6 +410,23 @@ type (
 		NextProbe time.Time `json:"nextProbe,omitzero"`
 		Probing   bool      `json:"probing"`
 	}
+	recoveryJSON struct {
+		Share float64   `json:"share"`
+		Until time.Time `json:"until"`
+	}
+	adaptiveJSON struct {
+		Limit      int64   `json:"limit"`
+		Measuring  bool    `json:"measuring"`
+		MinLatency float64 `json:"minLatency"`
+		Latency    float64 `json:"latency"`
+	}
+	adaptiveSettingsJSON struct {
+		MinLimit           int64  `json:"minLimit"`
+		MaxLimit           int64  `json:"maxLimit"`
+		Interval           string `json:"interval"`
+		Tolerance          int64  `json:"tolerance"`
+		MinLatencyInterval string `json:"minLatencyInterval"`
+	}
 	tripJSON struct {
 		Strategy  string     `json:"strategy"`
 		At        time.Time  `json:"at"`
@@ -419,6 +449,11 @@ type (
 		DelayTime              string `json:"delayTime,omitempty"`
 		RetryInterval          string `json:"retryInterval,omitempty"`
 		PressureTestDowngrade  bool   `json:"pressureTestDowngrade,omitempty"`
+		RecoveryTime           string `json:"recoveryTime,omitempty"`
+		RecoveryStart          *int64 `json:"recoveryStart,omitempty"`
+		SheddableShare         *int64 `json:"sheddableShare,omitempty"`
+
+		AdaptiveConcurrency *adaptiveSettingsJSON `json:"adaptiveConcurrency,omitempty"`
 	}
 	seriesJSON struct {
 		BucketSeconds float64      `json:"bucketSeconds"`
@@ -488,7 +523,29 @@ func statusPoint(sn limiter.Snapshot) pointJSON {
 	for i, c := range sn.Series {
 		p.Series.Buckets[i] = statusCounts(c)
 	}
+	statusProtection(&p, sn)
 	return p
+}
+
+// statusProtection fills the recovery ramp, the adaptive limit and the
+// sheddable share of p from sn.
+func statusProtection(p *pointJSON, sn limiter.Snapshot) {
+	s, st := &sn.Settings, &sn.Status
+	if st.Recovering {
+		p.Recovery = &recoveryJSON{Share: float64(st.RecoveryShare) / limiter.RecoveryShareWhole, Until: statusTime(st.RecoveryUntil)}
+	}
+	if s.RecoveryTime > 0 {
+		start := s.RecoveryStartPercent()
+		p.Thresholds.RecoveryTime, p.Thresholds.RecoveryStart = statusDuration(s.RecoveryTime), &start
+	}
+	p.Thresholds.SheddableShare = statusThreshold(s.SheddableShare)
+	if a := s.AdaptiveConcurrency; a.On {
+		tolerance, _ := a.Tolerance.Get()
+		p.Thresholds.AdaptiveConcurrency = &adaptiveSettingsJSON{MinLimit: a.MinLimit, MaxLimit: a.MaxLimit,
+			Interval: a.Interval.String(), Tolerance: tolerance, MinLatencyInterval: a.MinLatencyInterval.String()}
+		ad := sn.Adaptive
+		p.Adaptive = &adaptiveJSON{Limit: ad.Limit, Measuring: ad.Measuring, MinLatency: ad.MinLatency.Seconds(), Latency: ad.Latency.Seconds()}
+	}
 }
 
 // statusTraffic returns t as JSON: the error percentage and quantiles only
