@@ -23,8 +23,9 @@ import (
 // binary so that demo runs from any directory, and from a binary that go
 // install built. example.yaml is a copy of ../../sds.yaml (go:embed
 // cannot reach outside the package's directory); TestExampleIsEmbedded
-// keeps the two equal.
+// keeps the two equal, and go generate ./cmd/sds-proxy copies it.
 //
+//go:generate cp ../../sds.yaml example.yaml
 //go:embed example.yaml
 var exampleConfig []byte
 

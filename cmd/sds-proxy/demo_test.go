@@ -15,7 +15,7 @@ func TestExampleIsEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(exampleConfig, root) {
-		t.Errorf("cmd/sds-proxy/example.yaml differs from sds.yaml; copy it: cp sds.yaml cmd/sds-proxy/example.yaml")
+		t.Errorf("cmd/sds-proxy/example.yaml differs from sds.yaml; copy it: go generate ./cmd/sds-proxy")
 	}
 }
 
