@@ -488,3 +488,27 @@ func TestClusterCallsE2E(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterRedisClusterE2E: with several addresses the proxies speak to
+// a Redis Cluster (three masters set up by redis-cli from the same
+// package), and two proxies sharing a bucket admit its budget together:
+// about 100 + 100 × 3 over 3 s of uneven load.
+func TestClusterRedisClusterE2E(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	nodes := clustertest.StartCluster(t, 3)
+	addrs := []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}
+	f := startFleet(t, 2, fmt.Sprintf("addresses: [%s]\nreplicas: 2", strings.Join(addrs, ", ")), clusterPoint)
+	f.waitShared(wait)
+	start := time.Now()
+	ta := f.load([]int{2, 1}, 3*time.Second, "cluster_token_bucket; point=p", nil)
+	took := time.Since(start).Seconds()
+	want := 100 + 100*took
+	t.Logf("Redis Cluster of 3 masters, 2 proxies: %d admitted of %d in %.1fs, budget %.0f", ta.admitted.Load(), ta.admitted.Load()+ta.degraded.Load(), took, want)
+	if n := ta.failed.Load(); n > 0 {
+		t.Errorf("%d requests failed; the first: %s", n, *ta.firstFailure.Load())
+	}
+	if got := float64(ta.admitted.Load()); got < 0.85*want || got > 1.15*want {
+		t.Errorf("admitted %v, want within ±15%% of %.0f", got, want)
+	}
+}

@@ -78,6 +78,39 @@ func StartSentinel(t testing.TB, name, masterAddr string, downAfter time.Duratio
 	return s
 }
 
+// StartCluster starts a Redis Cluster of n masters (no replicas), each a
+// Server, with redis-cli --cluster create, and waits until every node says
+// cluster_state:ok.
+func StartCluster(t testing.TB, n int) []*Server {
+	t.Helper()
+	var nodes []*Server
+	var addrs []string
+	for range n {
+		s := Start(t, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
+		nodes, addrs = append(nodes, s), append(addrs, s.Addr)
+	}
+	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range nodes {
+		for !clusterOK(s.Addr) {
+			if time.Now().After(deadline) {
+				t.Fatalf("redis cluster node %s not ok within 20s", s.Addr)
+			}
+			time.Sleep(20 * time.Millisecond) // polling the cluster's state
+		}
+	}
+	return nodes
+}
+
+// clusterOK reports whether the node at addr says cluster_state:ok.
+func clusterOK(addr string) bool {
+	out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", addr[strings.LastIndex(addr, ":")+1:], "CLUSTER", "INFO").Output()
+	return err == nil && strings.Contains(string(out), "cluster_state:ok")
+}
+
 // start runs the server on port (0: a free one) and waits for its PING.
 func (s *Server) start(port int) {
 	s.t.Helper()
