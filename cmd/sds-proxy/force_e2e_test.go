@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,14 +188,27 @@ func TestForceE2ESwitches(t *testing.T) {
 		t.Errorf("q after clear: got %v, want degraded by visit again", r)
 	}
 
-	// A short ttl ends on its own: p replaced by a 2s switch.
-	sw = nil
-	if r := e.adminSend(http.MethodPost, "/points/p/force", "Bearer "+token, `{"action":"degrade","ttl":"2s","reason":"short"}`); r.status != http.StatusOK {
-		t.Fatalf("POST a 2s switch: %v", r)
+	// A short ttl ends on its own, with a reload between: p's switch
+	// replaced by a 6s one, then a reload, then its end. The history's
+	// order (force, reload, force_end by ttl) proves it outlived the
+	// reload; a request between shows it too when the machine is quick
+	// enough to send one before the end.
+	if r := e.adminSend(http.MethodPost, "/points/p/force", "Bearer "+token, `{"action":"degrade","ttl":"6s","reason":"short"}`); r.status != http.StatusOK {
+		t.Fatalf("POST a 6s switch: %v", r)
 	}
 	sw = e.forcedOn("p")
 	if sw == nil || sw.Reason != "short" {
-		t.Fatalf("/status p forced: got %+v, want the 2s switch", sw)
+		t.Fatalf("/status p forced: got %+v, want the 6s switch", sw)
+	}
+	mark = e.proxy.stderr.mark()
+	e.write(e.config, body("999"))
+	e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
+	if before := time.Now(); before.Before(sw.Until.Add(-time.Second)) {
+		if r := e.get("/p/3"); r.degraded() != "forced; point=p" {
+			t.Errorf("p after the reload, %v before its switch ends: got %v, want forced", sw.Until.Sub(before).Round(time.Millisecond), r)
+		}
+	} else {
+		t.Logf("the reload ended %v after the switch's start: too late to send a request under it", before.Sub(sw.Since))
 	}
 	var freed time.Time
 	if !eventually(wait, func() bool {
@@ -205,7 +219,7 @@ func TestForceE2ESwitches(t *testing.T) {
 		}
 		return false
 	}) {
-		t.Fatalf("p still forced %v after its 2s ttl", wait)
+		t.Fatalf("p still forced %v after its 6s ttl", wait)
 	}
 	t.Logf("p answered unforced %v after the switch's until", freed.Sub(sw.Until).Round(time.Millisecond))
 	if freed.Before(sw.Until) {
@@ -214,15 +228,27 @@ func TestForceE2ESwitches(t *testing.T) {
 	if got := e.forcedOn("p"); got != nil {
 		t.Errorf("/status p forced after the ttl: got %+v", got)
 	}
+	var history []statusEvent
 	if !eventually(wait, func() bool {
-		for _, ev := range e.point("p").Events {
-			if ev.Kind == "force_end" && ev.Detail == "degrade ended: its ttl passed" {
-				return true
-			}
-		}
-		return false
+		history = e.status().Events
+		return slices.ContainsFunc(history, func(ev statusEvent) bool {
+			return ev.Kind == "force_end" && ev.Point == "p" && ev.Detail == "degrade ended: its ttl passed"
+		})
 	}) {
-		t.Errorf("no force_end event for the expired switch: %+v", e.point("p").Events)
+		t.Fatalf("no force_end event for the expired switch: %+v", history)
+	}
+	// The last force of p, the reload after it, and its end by ttl after that.
+	var order []string
+	for _, ev := range history {
+		switch {
+		case ev.Kind == "force" && ev.Point == "p":
+			order = []string{"force " + ev.Detail}
+		case ev.Kind == "reload" && len(order) > 0, ev.Kind == "force_end" && ev.Point == "p" && len(order) > 0:
+			order = append(order, ev.Kind)
+		}
+	}
+	if want := []string{"force degrade for 6s: short", "reload", "force_end"}; !slices.Equal(order, want) {
+		t.Errorf("history from p's last switch: got %q, want %q", order, want)
 	}
 	e.metricIs(0, "sds_point_forced", "point", "p", "action", "degrade")
 }
