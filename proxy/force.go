@@ -203,8 +203,9 @@ func checkReason(reason string) error {
 	return nil
 }
 
-// Unforce ends point's switch at once and returns it; ok is false when
-// the point had none in force. Safe for concurrent use.
+// Unforce ends point's switch at once and returns it, its Until now (the
+// Handler's clock); ok is false when the point had none in force. Safe for
+// concurrent use.
 func (h *Handler) Unforce(point string) (f Force, ok bool) {
 	h.forces.mu.Lock()
 	defer h.forces.mu.Unlock()
@@ -214,7 +215,9 @@ func (h *Handler) Unforce(point string) (f Force, ok bool) {
 		return Force{}, false
 	}
 	h.endForce(e, now, "cleared")
-	return e.Force, true
+	f = e.Force
+	f.Until = now
+	return f, true
 }
 
 // Forces returns the switches in force at now, in config order.

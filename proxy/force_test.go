@@ -167,9 +167,10 @@ func TestForcePassSkipsJudgingButCountsTheTraffic(t *testing.T) {
 	if lines != 3 {
 		t.Errorf(`access log lines with forced=pass: got %d, want 3`, lines)
 	}
+	f.clock.add(time.Second)
 	sw, ok := f.h.Unforce("a")
-	if !ok || sw.Action != proxy.ForcePass {
-		t.Fatalf("Unforce: got %+v, %v", sw, ok)
+	if !ok || sw.Action != proxy.ForcePass || !sw.Until.Equal(f.clock.now()) {
+		t.Fatalf("Unforce: got %+v, %v; want the pass switch, until now %v", sw, ok, f.clock.now())
 	}
 	if _, ok := f.h.Unforce("a"); ok {
 		t.Error("a second Unforce found a switch")

@@ -21,7 +21,8 @@ import (
 type Switches interface {
 	// Force sets point's switch (proxy.Handler.Force).
 	Force(point string, action proxy.ForceAction, ttl time.Duration, reason string) (proxy.Force, error)
-	// Unforce ends point's switch; ok is false when it had none.
+	// Unforce ends point's switch and returns it, ending now; ok is
+	// false when it had none.
 	Unforce(point string) (f proxy.Force, ok bool)
 	// Forces returns the switches in force at now, in config order.
 	Forces(now time.Time) []proxy.Force
@@ -75,7 +76,6 @@ func (a *server) force(w http.ResponseWriter, r *http.Request) {
 			a.noSwitch(w, name)
 			return
 		}
-		f.Until = a.opts.Now() // it ends now
 		writeJSON(w, http.StatusOK, forced(f))
 		return
 	}
