@@ -206,7 +206,11 @@ func redisAddress(a string) string {
 
 // readClusterFiles resolves cluster:'s files against dir (the config
 // file's directory) and checks that they exist; the password is not read
-// into the config.
+// into the config. A missing passwordFile is a warning, not an error: the
+// proxy reads it for each connection (a Secret may appear later, and a
+// config is often validated away from the pod that mounts it), and until it
+// is there Redis refuses the proxy, whose points count on their shares. The
+// TLS files are read once at start-up: a missing one is an error.
 func readClusterFiles(d *decoded, dir string, p *problems) {
 	cl := d.f.Cluster
 	if cl == nil {
@@ -239,6 +243,8 @@ func readClusterFiles(d *decoded, dir string, p *problems) {
 		*f.path = resolve(dir, *f.path)
 		info, err := os.Stat(name)
 		switch {
+		case err != nil && f.field == "cluster.passwordFile":
+			p.warn(d.at[loc{field: f.field}].val, "%s: %s; until it is there Redis refuses this proxy and each point counts on its share", f.field, fileProblem(name, err))
 		case err != nil:
 			p.add(d.at[loc{field: f.field}].val, "%s: %s", f.field, fileProblem(name, err))
 		case !info.Mode().IsRegular():

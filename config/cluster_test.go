@@ -48,7 +48,6 @@ func TestClusterProblems(t *testing.T) {
 		{"db on a Redis Cluster", "addresses: [a:1, b:1]\ndb: 2", bucket, []string{`3:7: cluster.db: 2 with several addresses`}, false},
 		{"db with sentinels", "addresses: [a:1, b:1]\nmasterName: m\ndb: 2", bucket, nil, false},
 		{"half a client certificate", addr + "\ntls: {certFile: c.pem}", bucket, []string{`3:3: cluster.tls: certFile and keyFile go together`, `3:19: cluster.tls.certFile: c.pem does not exist`}, false},
-		{"missing password file", addr + "\npasswordFile: nope", bucket, []string{`3:17: cluster.passwordFile: nope does not exist`}, false},
 		{"unused cluster warns", addr, "visitThreshold: 1", nil, true},
 	}
 	for _, tc := range tests {
@@ -67,6 +66,15 @@ func TestClusterProblems(t *testing.T) {
 				t.Errorf("warning about an unused cluster: got %v, want %v (%v)", warned, tc.wantWarnPoint, f.Warnings)
 			}
 		})
+	}
+	// A password file that is not there (yet) is a warning: the proxy
+	// reads it for each connection.
+	f, err := Parse("sds.yaml", []byte(withCluster(addr+"\npasswordFile: nope", bucket)), Options{})
+	if err != nil {
+		t.Fatalf("a missing password file: %v, want a warning", err)
+	}
+	if len(f.Warnings) != 1 || f.Warnings[0].Line != 3 || f.Warnings[0].Col != 17 || !strings.Contains(f.Warnings[0].Msg, "cluster.passwordFile: nope does not exist") {
+		t.Errorf("a missing password file: warnings %v, want one at 3:17", f.Warnings)
 	}
 }
 

@@ -16,10 +16,8 @@ import (
 
 // TestDeployConfigMapsValidate: every sds.yaml embedded in a ConfigMap
 // under deploy/ is a valid config, so a user who applies any of the
-// kustomizations gets a running proxy. The files they name (a Redis
-// password mounted from a Secret) exist only in the pod: they are parsed as
-// written for another machine (config.ParseText). (deploy/check, a module
-// of its own, checks the manifests against the Kubernetes API types.)
+// kustomizations gets a running proxy. (deploy/check, a module of its own,
+// checks the manifests against the Kubernetes API types.)
 func TestDeployConfigMapsValidate(t *testing.T) {
 	t.Parallel()
 	found := 0
@@ -58,7 +56,7 @@ func TestDeployConfigMapsValidate(t *testing.T) {
 				continue
 			}
 			found++
-			if _, err := config.ParseText(path+":sds.yaml", []byte(src), config.Options{}); err != nil {
+			if _, err := config.Parse(path+":sds.yaml", []byte(src), config.Options{}); err != nil {
 				t.Errorf("%s: the ConfigMap's sds.yaml is invalid:\n%v", path, err)
 			}
 		}
