@@ -14,11 +14,17 @@ import "github.com/redis/go-redis/v9"
 //	         spent on credit); the level may go below 0 by what is owed,
 //	         and refills from there
 //
+// Before Redis 5 a script that reads TIME and then writes must ask for
+// effects replication, which the script does where the call exists.
+//
 // It refills the bucket for the time since ts, settles, grants
 // min(want, floor(tokens)) (never below 0), and returns {granted, the level
 // left rounded down}. The key expires once the bucket would be full again:
 // an absent key is a full bucket, so idle points cost Redis no memory.
 var leaseScript = redis.NewScript(`
+if redis.replicate_commands then
+  redis.replicate_commands() -- before Redis 5, TIME and then a write needs it; a no-op since
+end
 local rate = tonumber(ARGV[1])
 local size = tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
