@@ -1,0 +1,431 @@
+package main_test
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The end-to-end proofs of the recovery ramp, adaptive concurrency and
+// priority shedding (README, "Recovery ramp, adaptive concurrency,
+// priority shedding"). Load is paced by tickers and bounded in count and
+// time; the figures are logged, and the assertions hold with wide margins
+// on a loaded 2-core machine.
+
+// outcome is one answer of a paced load.
+type outcome struct {
+	at       time.Time // sent
+	took     time.Duration
+	status   int
+	degraded string // Sds-Degraded
+}
+
+// pace sends GET path every interval for d (at most d/interval requests),
+// one at a time, and returns what came back. A transport error fails the
+// test.
+func (e *env) pace(path string, interval, d time.Duration) []outcome {
+	e.t.Helper()
+	var out []outcome
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	end := time.Now().Add(d)
+	for n := int(d / interval); len(out) < n && time.Now().Before(end); <-tick.C {
+		r := e.get(path)
+		out = append(out, outcome{at: time.Now().Add(-r.took), took: r.took, status: r.status, degraded: r.degraded()})
+	}
+	return out
+}
+
+// TestRecoveryRamp: after a delay ends under steady load, the share of
+// requests admitted follows the ramp, 10% to 100% over recoveryTime,
+// measured per half-second bucket; the others are degraded as recovery.
+// An upstream still failing when the delay ends trips the point again at
+// the first request after the failed one.
+func TestRecoveryRamp(t *testing.T) {
+	t.Parallel()
+	t.Run("share follows the ramp", func(t *testing.T) {
+		t.Parallel()
+		const ramp = 4 * time.Second
+		e := setup(t, "10s", 10, "routes:\n  - point: r\n    match: {}\npoints:\n  r:\n    exceptionThreshold: 1\n    delayTime: 1s\n    recoveryTime: 4s\n")
+		if r := e.get("/x?status=500"); r.status != 500 {
+			t.Fatalf("failing call: got %v, want the upstream's 500", r)
+		}
+		if r := e.get("/x"); r.degraded() != "exception; point=r" {
+			t.Fatalf("tripping call: got %v", r)
+		}
+		// 100 requests a second through the delay (1s) and the ramp (4s).
+		load := e.pace("/x", 10*time.Millisecond, 6*time.Second)
+		start := slices.IndexFunc(load, func(o outcome) bool { return !strings.HasSuffix(o.degraded, "; delay") })
+		if start < 0 {
+			t.Fatalf("the delay never ended in %d requests", len(load))
+		}
+		from := load[start].at
+		const buckets = 8
+		var admitted, total [buckets + 2]int
+		for _, o := range load[start:] {
+			switch o.degraded {
+			case "":
+				if o.status != 200 {
+					t.Errorf("admitted request: got %d, want 200", o.status)
+				}
+			case "recovery; point=r":
+				if o.status != 503 {
+					t.Errorf("degraded by the ramp: got %d, want 503", o.status)
+				}
+			default:
+				t.Errorf("after the delay: got Sds-Degraded %q, want none or recovery", o.degraded)
+			}
+			i := min(int(o.at.Sub(from)/(ramp/buckets)), buckets+1)
+			total[i]++
+			if o.degraded == "" {
+				admitted[i]++
+			}
+		}
+		var figures []string
+		for i := range buckets {
+			if total[i] == 0 {
+				t.Errorf("bucket %d: no request (the machine stalled?)", i)
+				continue
+			}
+			want := 0.1 + 0.9*(float64(i)+0.5)/buckets
+			got := float64(admitted[i]) / float64(total[i])
+			figures = append(figures, fmt.Sprintf("%.1fs: %d/%d = %.2f (ramp %.2f)", float64(i)*ramp.Seconds()/buckets, admitted[i], total[i], got, want))
+			if math.Abs(got-want) > 0.15 {
+				t.Errorf("bucket %d: admitted %.2f, want %.2f±0.15", i, got, want)
+			}
+		}
+		t.Logf("admitted share per bucket after the delay:\n  %s", strings.Join(figures, "\n  "))
+		if n := total[buckets+1]; n > 0 && admitted[buckets+1] != n {
+			t.Errorf("after the ramp: %d of %d admitted, want all", admitted[buckets+1], n)
+		}
+	})
+
+	t.Run("a failure re-trips at once", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, "10s", 10, "routes:\n  - point: r\n    match: {}\npoints:\n  r:\n    exceptionThreshold: 1\n    delayTime: 500ms\n    recoveryTime: 10s\n")
+		e.get("/x?status=500")
+		e.get("/x") // trips, starts the delay
+		// The upstream still fails: the first request the ramp admits
+		// after the delay comes back 500, and the very next one trips.
+		var failedAt int
+		var seq []reply
+		if !eventually(wait, func() bool {
+			r := e.get("/x?status=500")
+			seq = append(seq, r)
+			return r.degraded() == ""
+		}) {
+			t.Fatalf("the delay never ended: %v", seq[len(seq)-1])
+		}
+		failedAt = len(seq) - 1
+		if r := seq[failedAt]; r.status != 500 {
+			t.Fatalf("first request after the delay: got %v, want the upstream's 500", r)
+		}
+		next := e.get("/x")
+		if next.status != 503 || next.degraded() != "recovery; point=r" {
+			t.Fatalf("the request after the failure: got %v, want 503 recovery; point=r", next)
+		}
+		if r := e.get("/x"); r.degraded() != "recovery; point=r; delay" {
+			t.Errorf("then: got %v, want the new delay", r)
+		}
+		tripped := e.proxy.waitLog(t, 0, wait, func(l logEntry) bool {
+			return l["msg"] == "point tripped" && l["strategy"] == "recovery"
+		})
+		p := e.point("r")
+		if p.State != "delay" || p.LastTrip == nil || p.LastTrip.Strategy != "recovery" {
+			t.Errorf("/status: state %s, last trip %+v; want delay after recovery", p.State, p.LastTrip)
+		}
+		t.Logf("re-tripped at the request after the failed one (%d requests in the delay before it); log: %v", failedAt, tripped)
+	})
+}
+
+// TestPriorityShedding: at twice a point's visit threshold, 55% of it
+// sheddable, the critical requests are never degraded and the sheddable
+// ones take the degradations, answered with "; priority=sheddable".
+//
+// The critical traffic is 90% of the threshold. Critical traffic at the
+// whole threshold would sit on its boundary (any two requests bunched by
+// the scheduler would make it 101 in the window), and a threshold is
+// shared: sheddable requests keep what they took before critical ones
+// came, so the critical traffic starts first, as it would be running when
+// a sheddable surge arrives.
+func TestPriorityShedding(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "1s", 10, `routes:
+  - {point: p, match: {path: /critical}, priority: critical}
+  - {point: p, match: {path: /shed}, priority: sheddable}
+points:
+  p:
+    visitThreshold: 100
+    sheddableShare: 80
+`)
+	critical := e.pace("/critical", time.Second/90, 1500*time.Millisecond) // alone first
+	var shed []outcome
+	var wg sync.WaitGroup
+	wg.Go(func() { critical = append(critical, e.pace("/critical", time.Second/90, 4*time.Second)...) })
+	wg.Go(func() { shed = e.pace("/shed", time.Second/110, 4*time.Second) })
+	wg.Wait()
+	count := func(os []outcome) (degraded int, headers map[string]int) {
+		headers = map[string]int{}
+		for _, o := range os {
+			if o.degraded != "" {
+				degraded++
+				headers[fmt.Sprintf("%d %s", o.status, o.degraded)]++
+			}
+		}
+		return degraded, headers
+	}
+	cd, ch := count(critical)
+	sd, sh := count(shed)
+	t.Logf("critical: %d sent, %d degraded %v; sheddable: %d sent, %d degraded %v", len(critical), cd, ch, len(shed), sd, sh)
+	if cd != 0 {
+		t.Errorf("critical requests degraded: %d of %d (%v), want none", cd, len(critical), ch)
+	}
+	if len(shed) < 200 || sd < len(shed)*8/10 {
+		t.Errorf("sheddable requests degraded: %d of %d, want at least 80%%", sd, len(shed))
+	}
+	if n := sh["429 visit; point=p; priority=sheddable"]; n < sd*9/10 {
+		t.Errorf("sheddable degradations marked priority=sheddable: %d of %d (%v)", n, sd, sh)
+	}
+}
+
+// loadResult is one run of an open-loop load against one host of the
+// adaptive concurrency test.
+type loadResult struct {
+	sent, ok, degraded int
+	latencies          []time.Duration // of the answers from the upstream
+	// seconds is the span from the first counted request sent to the last
+	// answer received: a queue that drains after the load still counts.
+	seconds     float64
+	first, last time.Time
+}
+
+func (r loadResult) goodput() float64 { return float64(r.ok) / r.seconds }
+
+func (r loadResult) p99() time.Duration {
+	if len(r.latencies) == 0 {
+		return 0
+	}
+	slices.Sort(r.latencies)
+	return r.latencies[len(r.latencies)*99/100]
+}
+
+func (r loadResult) String() string {
+	return fmt.Sprintf("%d sent, goodput %.0f/s, %d degraded, p99 %v", r.sent, r.goodput(), r.degraded, r.p99().Round(time.Millisecond))
+}
+
+// openLoad sends GET /api/queue with Host host at rate requests a second
+// for d, each in its own goroutine whatever the answers take (an open
+// loop, as clients of a service are), and returns the answers of the
+// requests sent from skip on, once every request has ended.
+func openLoad(t *testing.T, client *http.Client, proxy, host string, rate int, d, skip time.Duration) loadResult {
+	var mu sync.Mutex
+	var res loadResult
+	var wg sync.WaitGroup
+	start := time.Now()
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	for n := 0; n < int(d.Seconds()*float64(rate)) && time.Since(start) < d; n++ {
+		<-tick.C
+		counted := time.Since(start) >= skip
+		wg.Go(func() {
+			req, err := http.NewRequest("GET", proxy+"/api/queue", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			req.Host = host
+			sent := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Errorf("GET %s/api/queue: %v", host, err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			took := time.Since(sent)
+			if !counted {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if res.first.IsZero() || sent.Before(res.first) {
+				res.first = sent
+			}
+			res.last = later(res.last, sent.Add(took))
+			res.sent++
+			switch {
+			case resp.Header.Get("Sds-Degraded") != "":
+				res.degraded++
+			case resp.StatusCode == 200:
+				res.ok++
+				res.latencies = append(res.latencies, took)
+			default:
+				t.Errorf("GET %s/api/queue: got %d", host, resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	res.seconds = res.last.Sub(res.first).Seconds()
+	return res
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// TestAdaptiveConcurrency drives an upstream of capacity C (10 workers of
+// 50ms each: 200 requests a second, /api/queue) at twice its capacity
+// through points that differ only in their limit, one at a time: none,
+// fixed concurrentThresholds (a sweep), and adaptiveConcurrency with its
+// defaults. With no limit the queue and p99 grow without bound; with the
+// adaptive limit the limit settles near C, goodput is close to the best
+// fixed threshold's and p99 stays near the unloaded latency. Then the
+// capacity halves during the run and the limit follows.
+func TestAdaptiveConcurrency(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const capacity, rate = 10, 400
+	sweep := []int{5, 10, 15, 20}
+	var cfg strings.Builder
+	cfg.WriteString(configHeader(e.upstream, "10s", 10))
+	cfg.WriteString("routes:\n  - {point: unlimited, match: {host: unlimited.test}}\n  - {point: adaptive, match: {host: adaptive.test}}\n")
+	for _, c := range sweep {
+		fmt.Fprintf(&cfg, "  - {point: fixed%d, match: {host: fixed%d.test}}\n", c, c)
+	}
+	cfg.WriteString("points:\n  unlimited: {}\n  adaptive:\n    adaptiveConcurrency: {}\n")
+	for _, c := range sweep {
+		fmt.Fprintf(&cfg, "  fixed%d:\n    concurrentThreshold: %d\n", c, c)
+	}
+	e.config = e.dir + "/sds.yaml"
+	e.write(e.config, cfg.String())
+	e.proxy = startProxy(t, e.config)
+	if r := e.getURL(e.upstream + fmt.Sprintf("/_control?queueCapacity=%d&queueService=50ms", capacity)); r.status != 200 {
+		t.Fatalf("upstream control: %v", r)
+	}
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2000, DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+
+	// Unloaded: one request at a time.
+	var unloaded []time.Duration
+	for range 20 {
+		req, _ := http.NewRequest("GET", e.proxy.url+"/api/queue", nil)
+		req.Host = "unlimited.test"
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		unloaded = append(unloaded, time.Since(start))
+	}
+	base := median(unloaded)
+	t.Logf("unloaded latency: median %v", base.Round(time.Millisecond))
+
+	none := openLoad(t, client, e.proxy.url, "unlimited.test", rate, 2*time.Second, 0)
+	t.Logf("no limit, %d/s for 2s: %v", rate, none)
+	var best loadResult
+	bestAt := 0
+	for _, c := range sweep {
+		r := openLoad(t, client, e.proxy.url, fmt.Sprintf("fixed%d.test", c), rate, 2500*time.Millisecond, 500*time.Millisecond)
+		t.Logf("concurrentThreshold %d: %v", c, r)
+		if bestAt == 0 || r.goodput() > best.goodput() {
+			best, bestAt = r, c
+		}
+	}
+
+	// The adaptive point: 6s at capacity 10, then 6s at capacity 5, with
+	// the limit read from /metrics every 100ms.
+	type sample struct {
+		at    time.Duration
+		limit float64
+	}
+	var samples []sample
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	start := time.Now()
+	sampler.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			ms, err := scrape(e.proxy.admin)
+			if err != nil {
+				continue
+			}
+			if v, ok := ms.value("sds_adaptive_concurrency_limit", "point", "adaptive"); ok {
+				samples = append(samples, sample{time.Since(start), v})
+			}
+		}
+	})
+	adaptive := openLoad(t, client, e.proxy.url, "adaptive.test", rate, 6*time.Second, 2*time.Second)
+	halvedAt := time.Since(start)
+	if r := e.getURL(e.upstream + fmt.Sprintf("/_control?queueCapacity=%d", capacity/2)); r.status != 200 {
+		t.Fatalf("upstream control: %v", r)
+	}
+	halved := openLoad(t, client, e.proxy.url, "adaptive.test", rate, 6*time.Second, 2*time.Second)
+	close(stop)
+	sampler.Wait()
+
+	var before, after []float64
+	followedIn := time.Duration(-1)
+	for _, s := range samples {
+		switch {
+		case s.at >= 2*time.Second && s.at < halvedAt:
+			before = append(before, s.limit)
+		case s.at >= halvedAt+2*time.Second:
+			after = append(after, s.limit)
+		}
+	}
+	if len(before) < 10 || len(after) < 10 {
+		t.Fatalf("limit samples: %d before, %d after the halving, want 10 or more", len(before), len(after))
+	}
+	slices.Sort(before)
+	slices.Sort(after)
+	medianBefore, medianAfter := before[len(before)/2], after[len(after)/2]
+	for _, s := range samples {
+		if s.at > halvedAt && s.limit <= 0.75*medianBefore {
+			followedIn = s.at - halvedAt
+			break
+		}
+	}
+	t.Logf("adaptive at capacity %d: %v; limit median %.0f (min %.0f, max %.0f)", capacity, adaptive, medianBefore, before[0], before[len(before)-1])
+	t.Logf("adaptive at capacity %d: %v; limit median %.0f (min %.0f, max %.0f); the limit fell to 3/4 of before %v after the halving",
+		capacity/2, halved, medianAfter, after[0], after[len(after)-1], followedIn.Round(100*time.Millisecond))
+	t.Logf("best fixed concurrentThreshold: %d, goodput %.0f/s; adaptive goodput %.0f%% of it; adaptive p99 %.1fx the unloaded latency, no limit %.1fx",
+		bestAt, best.goodput(), 100*adaptive.goodput()/best.goodput(), float64(adaptive.p99())/float64(base), float64(none.p99())/float64(base))
+
+	// The qualitative outcomes, with margins for a loaded machine.
+	if none.p99() < 10*base {
+		t.Errorf("no limit: p99 %v, want the queue to grow it past 10x the unloaded %v", none.p99(), base)
+	}
+	if medianBefore < capacity/2 || medianBefore > 3*capacity {
+		t.Errorf("adaptive limit median %.0f at capacity %d, want from %d to %d", medianBefore, capacity, capacity/2, 3*capacity)
+	}
+	if adaptive.goodput() < 0.75*best.goodput() {
+		t.Errorf("adaptive goodput %.0f/s, want at least 75%% of the best fixed threshold's %.0f/s", adaptive.goodput(), best.goodput())
+	}
+	if adaptive.p99() > 6*base || adaptive.p99() > none.p99()/3 {
+		t.Errorf("adaptive p99 %v, want within 6x the unloaded %v and well under no limit's %v", adaptive.p99(), base, none.p99())
+	}
+	if followedIn < 0 || followedIn > 5*time.Second {
+		t.Errorf("after the capacity halved the limit fell to 3/4 of %.0f after %v, want within 5s", medianBefore, followedIn)
+	}
+	if medianAfter >= medianBefore {
+		t.Errorf("limit median %.0f after the halving, want below %.0f", medianAfter, medianBefore)
+	}
+}
