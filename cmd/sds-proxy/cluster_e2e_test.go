@@ -512,3 +512,68 @@ func TestClusterRedisClusterE2E(t *testing.T) {
 		t.Errorf("admitted %v, want within ±15%% of %.0f", got, want)
 	}
 }
+
+// TestClusterReloadE2E: a reload that leaves a point's shared bucket
+// unchanged keeps it, lease and all (the point is still on the shared
+// bucket the moment the reload is logged, with the level of an answer
+// before it); a new rate applies on the reload; a change of cluster: is
+// reported as needing a restart and not applied.
+func TestClusterReloadE2E(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := clustertest.Start(t)
+	header := configHeader(e.upstream, "10s", 10) + fmt.Sprintf("cluster:\n  addresses: [%s]\n  replicas: 1\n", srv.Addr)
+	body := func(visits, rate int) string {
+		return header + pointRoute + fmt.Sprintf("    visitThreshold: %d\n    clusterTokenBucket: {tokensPerSecond: %d}\n", visits, rate)
+	}
+	e.config = filepath.Join(e.dir, "sds.yaml")
+	e.write(e.config, body(100000, 100))
+	e.proxy = startProxy(t, e.config)
+	f := &fleet{t: t, proxies: []*proxyProcess{e.proxy}, clients: []*http.Client{e.client}}
+	f.waitShared(wait)
+
+	type pointCluster struct {
+		Shared          bool      `json:"shared"`
+		TokensPerSecond int64     `json:"tokensPerSecond"`
+		LevelAt         time.Time `json:"levelAt"`
+	}
+	read := func() pointCluster {
+		t.Helper()
+		resp, err := http.Get(e.proxy.admin + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st struct {
+			Points []struct {
+				Cluster *pointCluster `json:"cluster"`
+			} `json:"points"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || len(st.Points) == 0 || st.Points[0].Cluster == nil {
+			t.Fatalf("/status: %v", err)
+		}
+		return *st.Points[0].Cluster
+	}
+
+	mark := e.proxy.stderr.mark()
+	e.write(e.config, body(90000, 100))
+	e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
+	if got := read(); !got.Shared || got.LevelAt.IsZero() || got.TokensPerSecond != 100 {
+		t.Errorf("after a reload that left the bucket as it was: %+v, want the same bucket, shared, with its last answer", got)
+	}
+
+	mark = e.proxy.stderr.mark()
+	e.write(e.config, body(90000, 250))
+	e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
+	if got := read(); got.TokensPerSecond != 250 {
+		t.Errorf("after a reload to 250/s: %+v, want tokensPerSecond 250", got)
+	}
+	f.waitShared(wait)
+
+	mark = e.proxy.stderr.mark()
+	e.write(e.config, strings.Replace(body(90000, 250), "replicas: 1", "replicas: 3", 1))
+	l := e.proxy.waitLog(t, mark, wait, msgIs("config change needs a restart to apply"))
+	if got := fmt.Sprint(l["settings"]); got != "[cluster]" {
+		t.Errorf("needs restart: got %s, want [cluster]", got)
+	}
+}
