@@ -89,3 +89,23 @@ func TestParseAdminTokenFile(t *testing.T) {
 		t.Errorf("ParseText: got file %q token %q, want the path as written and no token", text.AdminTokenFile, text.AdminToken)
 	}
 }
+
+// validate -diff shows a changed adminTokenFile by its path, never its
+// token.
+func TestFileSettingsAdminTokenFile(t *testing.T) {
+	base, err := ParseText("sds.yaml", []byte(valid), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := ParseText("sds.yaml", []byte("adminTokenFile: secret/token\n"+valid), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reload, _ := FileSettings(base, next)
+	if len(reload) != 1 || reload[0].String() != `adminTokenFile: default -> "secret/token"` {
+		t.Errorf("got %v, want the path from the default (none)", reload)
+	}
+	if c := Diff(base, next); len(c.Settings) != 1 || c.Settings[0] != "adminTokenFile" {
+		t.Errorf("Diff: got %v", c.Settings)
+	}
+}

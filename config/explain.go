@@ -118,6 +118,9 @@ func FileSettings(from, to *File) (reload, restart []Setting) {
 	r.add("accessLog", strconv.FormatBool(from.AccessLog), strconv.FormatBool(to.AccessLog))
 	r.add("drainTimeout", from.DrainTimeout.String(), to.DrainTimeout.String())
 	r.add("maxConnections", strconv.Itoa(from.MaxConnections), strconv.Itoa(to.MaxConnections))
+	// The path only: the token is never shown (a new token in the same
+	// file is a change Diff names, with nothing to show here).
+	r.add("adminTokenFile", unsetString(from.AdminTokenFile), unsetString(to.AdminTokenFile))
 	var s settings
 	s.add("listen", strconv.Quote(from.Listen), strconv.Quote(to.Listen))
 	s.add("admin", strconv.Quote(from.Admin), strconv.Quote(to.Admin))
