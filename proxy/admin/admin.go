@@ -99,9 +99,11 @@ const (
 	MaxPointEvents = 50
 )
 
-// New returns the read-only admin port (the README's "Admin port"). It
-// answers GET and HEAD only (other methods: 405 with Allow), 404 for
-// unknown paths, and never logs a request. It is safe for concurrent use.
+// New returns the admin port (the README's "Admin port"). It
+// answers GET and HEAD only (other methods: 405 with Allow), but for the
+// force endpoints below, 404 for unknown paths, and never logs a request
+// (a switch set or ended is logged by the request path). It is safe for
+// concurrent use.
 //
 //	GET /healthz  200 "ok" while the process runs.
 //	GET /readyz   200 "ready" while Ready reports true, else 503 "draining".
