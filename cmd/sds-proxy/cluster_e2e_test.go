@@ -225,8 +225,10 @@ func TestClusterBudgetE2E(t *testing.T) {
 				t.Errorf("%d requests failed; the first: %s", n, *ta.firstFailure.Load())
 			}
 			if !tc.shared {
-				if admitted < 3*clusterBudget {
-					t.Errorf("per-pod buckets admitted %d, want about 4 × %d (at least 3×)", admitted, clusterBudget)
+				// About 4×; a wide margin for a machine too loaded to give
+				// every proxy 100 requests a second.
+				if admitted < 5*clusterBudget/2 {
+					t.Errorf("per-pod buckets admitted %d, want about 4 × %d (at least 2.5×)", admitted, clusterBudget)
 				}
 				return
 			}
