@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,38 @@ func TestStatusCluster(t *testing.T) {
 	json.Unmarshal(rec.Body.Bytes(), &doc)
 	if _, ok := doc["cluster"]; ok {
 		t.Error("a proxy without cluster: shows a cluster object")
+	}
+}
+
+// TestDashboardCluster: the dashboard draws a point's shared bucket as a
+// strategy row ("shared tokens used", count against size) and says, under
+// the window, the shared level, or the local share while Redis is down.
+func TestDashboardCluster(t *testing.T) {
+	needChromium(t)
+	a, _ := limiter.NewPoint("orders", limiter.Settings{Policy: limiter.Policy{VisitThreshold: limiter.At(10)}})
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		st    cluster.Status
+		wants []string
+	}{
+		{"shared", cluster.Status{Up: true, Since: at, Replicas: 4, Timeout: 50 * time.Millisecond, Buckets: []cluster.BucketStatus{
+			{Name: "orders", TokensPerSecond: 100, Size: 100, Shared: true, Level: 30, LevelAt: at, Lease: 3, Credit: 7, LocalTokens: 25, LocalSize: 25},
+		}}, []string{`data-strategy="cluster_token_bucket"`, `shared tokens used`, `70 / 100`, `shared bucket 30/100`}},
+		{"down", cluster.Status{Since: at, LastError: "connection refused", Replicas: 4, Timeout: 50 * time.Millisecond, Buckets: []cluster.BucketStatus{
+			{Name: "orders", TokensPerSecond: 100, Size: 100, LocalTokens: 5, LocalSize: 25},
+		}}, []string{`shared tokens used`, `20 / 25`, `Redis down: local share 5/25`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(admin.New(admin.Options{Points: snapshots{a}, Gatherer: prometheus.NewRegistry(),
+				Now: func() time.Time { return at }, Cluster: func(time.Time) cluster.Status { return tc.st }}))
+			defer srv.Close()
+			card := cardHTML(t, dumpDOM(t, srv.URL+"/"), "orders")
+			for _, want := range tc.wants {
+				if !strings.Contains(card, want) {
+					t.Errorf("the card has no %q:\n%s", want, card)
+				}
+			}
+		})
 	}
 }
