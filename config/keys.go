@@ -10,8 +10,10 @@ package config
 //
 // To add a key: define it in its section below (name, kind, doc, and its
 // default, unit, enum or bounds where it has them), give the decoder a
-// setter for it, and run go test ./config: the schema test then asks for
-// docs/sds.schema.json to be regenerated (go run ./cmd/sds-proxy schema).
+// setter for it, and regenerate the schema's copy in the repository:
+// go run ./cmd/sds-proxy schema > docs/sds.schema.json (TestSchemaFileIsCurrent
+// fails until then). TestSchemaRejectsOnlyWhatValidateRejects then checks
+// the new key's type and bounds against validation.
 
 import (
 	"math"
