@@ -160,8 +160,8 @@ func numberLimits(s map[string]any, k key) {
 	}
 }
 
-// describeKey returns k's doc with its unit, and for a duration how to
-// write one.
+// describeKey returns k's doc with its unit, for a duration how to write
+// one, and for a threshold how to turn it off.
 func describeKey(k key) string {
 	d := k.doc
 	switch {
@@ -169,6 +169,9 @@ func describeKey(k key) string {
 		d += " A duration such as 250ms, 2s or 1m30s, or an integer of milliseconds."
 	case k.unit != "":
 		d += " Unit: " + k.unit + "."
+	}
+	if k.kind == kindThreshold {
+		d += " Absent or negative (-1): off."
 	}
 	return d
 }
