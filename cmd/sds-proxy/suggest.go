@@ -6,16 +6,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/sds-proxy/sds-proxy/cmd/internal/suggest"
 	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
 // suggestCmd reads the proxy's access log and prints a proposed points:
 // block of sds.yaml, each value with how it was derived (package
 // cmd/internal/suggest has the rules). -config gives the window the
-// thresholds are for; without it, the default 10s in 10 buckets. Lines
-// that cannot be read are counted in the block's header, never fatal.
+// thresholds are for (without it, the default 10s in 10 buckets), and the
+// points' current values, shown beside the proposals. Lines that cannot
+// be read are counted in the block's header, never fatal.
 func suggestCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("suggest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -36,7 +39,7 @@ func suggestCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("suggest: -config: %w", err)
 		}
-		opts.Window, opts.Buckets = f.Window, f.Buckets
+		opts.Window, opts.Buckets, opts.Points = f.Window, f.Buckets, currentPoints(f)
 	}
 	in, source := io.Reader(os.Stdin), "stdin"
 	if *logPath != "-" {
@@ -52,4 +55,32 @@ func suggestCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("suggest: reading %s: %w", source, err)
 	}
 	return rep.WriteYAML(stdout, source)
+}
+
+// currentPoints returns f's points with their values of the keys suggest
+// proposes, as sds.yaml writes them; an off key is absent.
+func currentPoints(f *config.File) []suggest.Current {
+	out := make([]suggest.Current, len(f.Points))
+	for i := range f.Points {
+		p := &f.Points[i]
+		values := map[string]string{}
+		if p.TimeoutThreshold > 0 {
+			values["timeoutThreshold"] = p.TimeoutThreshold.String()
+		}
+		for key, t := range map[string]limiter.Threshold{
+			"timeoutCountThreshold":  p.TimeoutCountThreshold,
+			"visitThreshold":         p.VisitThreshold,
+			"concurrentThreshold":    p.ConcurrentThreshold,
+			"exceptionRateThreshold": p.ExceptionRateThreshold,
+		} {
+			if n, on := t.Get(); on {
+				values[key] = strconv.FormatInt(n, 10)
+			}
+		}
+		if _, on := p.ExceptionRateThreshold.Get(); on {
+			values["exceptionRateStart"] = strconv.FormatInt(p.ExceptionRateStart, 10)
+		}
+		out[i] = suggest.Current{Name: p.Name, Values: values}
+	}
+	return out
 }

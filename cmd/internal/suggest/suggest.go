@@ -58,6 +58,18 @@ type Options struct {
 	// as sds.yaml's window and buckets; zero means 10s and 10.
 	Window  time.Duration
 	Buckets int
+	// Points are the points of the config in force, in its order, each
+	// with its current value of the proposed keys (as sds.yaml writes
+	// them; a key absent is off): the block follows their order, names
+	// those the log did not see, and shows each value beside its
+	// proposal. nil: no config, points in name order.
+	Points []Current
+}
+
+// Current is a point of the config and its current values, by key.
+type Current struct {
+	Name   string
+	Values map[string]string
 }
 
 // Report is what Read found.
@@ -74,8 +86,14 @@ type Report struct {
 	// Window and Buckets are the window the thresholds are for.
 	Window  time.Duration
 	Buckets int
-	// Points are the points seen, by name.
+	// Points are the points seen: those of Options.Points first, in
+	// their order, then the others by name.
 	Points []*Point
+	// Unseen are the points of Options.Points with no request in the
+	// log, in config order.
+	Unseen []string
+	// current is Options.Points by name.
+	current map[string]map[string]string
 }
 
 // maxProblems bounds Report.Problems.
@@ -161,10 +179,22 @@ func Read(r io.Reader, opts Options) (*Report, error) {
 			break
 		}
 	}
-	for _, p := range points {
-		rep.Points = append(rep.Points, p)
+	rep.current = map[string]map[string]string{}
+	for _, c := range opts.Points {
+		rep.current[c.Name] = c.Values
+		if p := points[c.Name]; p != nil {
+			rep.Points = append(rep.Points, p)
+			delete(points, c.Name)
+		} else {
+			rep.Unseen = append(rep.Unseen, c.Name)
+		}
 	}
-	slices.SortFunc(rep.Points, func(a, b *Point) int { return strings.Compare(a.Name, b.Name) })
+	others := make([]*Point, 0, len(points))
+	for _, p := range points {
+		others = append(others, p)
+	}
+	slices.SortFunc(others, func(a, b *Point) int { return strings.Compare(a.Name, b.Name) })
+	rep.Points = append(rep.Points, others...)
 	width := int64(rep.Window) / int64(rep.Buckets)
 	for _, p := range rep.Points {
 		p.summarize(width, rep.Buckets)
@@ -497,7 +527,10 @@ func fmtDuration(d time.Duration) string {
 }
 
 // WriteYAML writes the report as a points: block of sds.yaml, with its
-// figures and the reading's counts as comments. source names the log.
+// figures and the reading's counts as comments. source names the log. A
+// point without a proposal (too few calls, or none in the log) has only
+// comments, no key: a block applied whole then fails validation for a
+// routed point it lacks, instead of turning that point's thresholds off.
 func (rep *Report) WriteYAML(w io.Writer, source string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# sds-proxy suggest, from %s: %d requests", source, rep.Requests)
@@ -513,35 +546,65 @@ func (rep *Report) WriteYAML(w io.Writer, source string) error {
 	b.WriteString("# Review each value before applying it; a quiet period proposes thresholds a busy one trips.\n")
 	if len(rep.Points) == 0 {
 		b.WriteString("# No access log line was found: turn on accessLog: true in sds.yaml and record some traffic.\n")
-		_, err := io.WriteString(w, b.String())
-		return err
+	} else {
+		b.WriteString("points:\n")
 	}
-	b.WriteString("points:\n")
 	for _, p := range rep.Points {
-		fmt.Fprintf(&b, "  %s:\n", yamlKey(p.Name))
-		fmt.Fprintf(&b, "    # %d requests (%d forwarded, %d degraded); upstream latency", p.Requests, p.Forwarded, p.Degraded)
-		if p.Forwarded > 0 {
-			fmt.Fprintf(&b, " p50 %s p90 %s p99 %s max %s; errors %.1f%%\n", fmtDuration(p.P50), fmtDuration(p.P90), fmtDuration(p.P99),
-				fmtDuration(p.Max), float64(p.Errors)*100/float64(p.Forwarded))
-		} else {
-			b.WriteString(" none (nothing forwarded)\n")
-		}
-		props := p.Proposals(rep.Window)
-		if props == nil {
-			fmt.Fprintf(&b, "    # %d forwarded calls are too few to propose thresholds (at least %d); nothing proposed.\n", p.Forwarded, MinForwarded)
-			continue
-		}
-		width := 0
-		for _, pr := range props {
-			width = max(width, len(pr.Key)+len(pr.Value)+2)
-		}
-		for _, pr := range props {
-			entry := pr.Key + ": " + pr.Value
-			fmt.Fprintf(&b, "    %-*s  # %s\n", width, entry, pr.Why)
-		}
+		rep.writePoint(&b, p)
+	}
+	for _, name := range rep.Unseen {
+		fmt.Fprintf(&b, "  # %s: no request in the log; nothing proposed, keep its settings.\n", commentText(name))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePoint writes one point's figures and proposals.
+func (rep *Report) writePoint(b *strings.Builder, p *Point) {
+	summary := fmt.Sprintf("%d requests (%d forwarded, %d degraded); upstream latency", p.Requests, p.Forwarded, p.Degraded)
+	if p.Forwarded > 0 {
+		summary += fmt.Sprintf(" p50 %s p90 %s p99 %s max %s; errors %.1f%%", fmtDuration(p.P50), fmtDuration(p.P90), fmtDuration(p.P99),
+			fmtDuration(p.Max), float64(p.Errors)*100/float64(p.Forwarded))
+	} else {
+		summary += " none (nothing forwarded)"
+	}
+	current, inConfig := rep.current[p.Name]
+	if len(rep.current) > 0 && !inConfig {
+		summary += "; not a point of the config"
+	}
+	props := p.Proposals(rep.Window)
+	if props == nil {
+		fmt.Fprintf(b, "  # %s: %s\n", commentText(p.Name), summary)
+		fmt.Fprintf(b, "  #   %d forwarded calls are too few to propose thresholds (at least %d); nothing proposed, keep its settings.\n", p.Forwarded, MinForwarded)
+		return
+	}
+	fmt.Fprintf(b, "  %s:\n", yamlKey(p.Name))
+	fmt.Fprintf(b, "    # %s\n", summary)
+	width := 0
+	for _, pr := range props {
+		width = max(width, len(pr.Key)+len(pr.Value)+2)
+	}
+	for _, pr := range props {
+		why := pr.Why
+		if inConfig {
+			now, ok := current[pr.Key]
+			if !ok {
+				now = "off"
+			}
+			why += "; now " + commentText(now)
+		}
+		fmt.Fprintf(b, "    %-*s  # %s\n", width, pr.Key+": "+pr.Value, why)
+	}
+}
+
+// commentText makes s safe inside a YAML comment: one line.
+func commentText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // yamlKey returns name as a YAML mapping key: as it is when it is a

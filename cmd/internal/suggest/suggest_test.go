@@ -135,13 +135,20 @@ func TestWriteYAMLIsAValidPointsBlock(t *testing.T) {
 		"# p99 20ms × 3",
 		"visitThreshold: 406",
 		"# the most requests in one 10s window (203) × 2",
-		"# 3 forwarded calls are too few to propose thresholds (at least 50); nothing proposed.",
+		"  # tiny: 3 requests (3 forwarded, 0 degraded)",
+		"  #   3 forwarded calls are too few to propose thresholds (at least 50); nothing proposed, keep its settings.",
 	} {
 		if !strings.Contains(block, s) {
 			t.Errorf("the block lacks %q:\n%s", s, block)
 		}
 	}
-	src := "upstream: http://127.0.0.1:9000\nroutes:\n  - point: api\n    match: {pathPrefix: /api}\n  - point: tiny\n    match: {}\n" + block
+	// tiny has no key: a config that routes to it is refused, rather
+	// than tiny's thresholds silently turned off.
+	withTiny := "upstream: http://127.0.0.1:9000\nroutes:\n  - point: api\n    match: {pathPrefix: /api}\n  - point: tiny\n    match: {}\n" + block
+	if _, err := config.Parse("sds.yaml", []byte(withTiny), config.Options{}); err == nil || !strings.Contains(err.Error(), `point "tiny" is not defined`) {
+		t.Errorf("the block applied to a config routing to tiny: got %v, want tiny not defined", err)
+	}
+	src := "upstream: http://127.0.0.1:9000\nroutes:\n  - point: api\n    match: {}\n" + block
 	f, err := config.Parse("sds.yaml", []byte(src), config.Options{})
 	if err != nil {
 		t.Fatalf("the block does not validate: %v\n%s", err, src)
@@ -178,6 +185,39 @@ func TestReadScalesALogShorterThanAWindow(t *testing.T) {
 	}
 }
 
+// With the config's points: their order, their current values beside the
+// proposals, the points the log did not see, and those it saw that the
+// config lacks.
+func TestWriteYAMLAgainstTheConfig(t *testing.T) {
+	t.Parallel()
+	rep, err := suggest.Read(strings.NewReader(testLog()), suggest.Options{Points: []suggest.Current{
+		{Name: "quiet"},
+		{Name: "api", Values: map[string]string{"timeoutThreshold": "250ms", "visitThreshold": "1000"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := rep.WriteYAML(&out, "access.log"); err != nil {
+		t.Fatal(err)
+	}
+	block := out.String()
+	for _, s := range []string{
+		"timeoutThreshold: 60ms      # p99 20ms × 3; now 250ms",
+		"visitThreshold: 406         # the most requests in one 10s window (203) × 2; now 1000",
+		"concurrentThreshold: 6      # the most calls in flight at once (3) × 2, at least 4; now off",
+		"  # tiny: 3 requests (3 forwarded, 0 degraded); upstream latency p50 1ms p90 1ms p99 1ms max 1ms; errors 0.0%; not a point of the config",
+		"  # quiet: no request in the log; nothing proposed, keep its settings.",
+	} {
+		if !strings.Contains(block, s) {
+			t.Errorf("the block lacks %q:\n%s", s, block)
+		}
+	}
+	if strings.Index(block, "  api:") > strings.Index(block, "# tiny:") {
+		t.Errorf("api, a point of the config, comes after tiny, which is not:\n%s", block)
+	}
+}
+
 func TestWriteYAMLWithoutAccessLines(t *testing.T) {
 	t.Parallel()
 	rep, err := suggest.Read(strings.NewReader(`{"level":"info","msg":"serving"}`+"\n"), suggest.Options{})
@@ -198,7 +238,11 @@ func TestWriteYAMLWithoutAccessLines(t *testing.T) {
 func TestWriteYAMLQuotesOddNames(t *testing.T) {
 	t.Parallel()
 	name := "a: {visitThreshold: 0}\n  b"
-	rep, err := suggest.Read(strings.NewReader(accessLine(name, t0, 200, false, time.Millisecond)+"\n"), suggest.Options{})
+	var log strings.Builder
+	for i := range suggest.MinForwarded {
+		log.WriteString(accessLine(name, t0.Add(time.Duration(i)*time.Second), 200, false, time.Millisecond) + "\n")
+	}
+	rep, err := suggest.Read(strings.NewReader(log.String()), suggest.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
