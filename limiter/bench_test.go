@@ -40,10 +40,18 @@ func (c *benchClock) now() time.Time {
 	return time.Unix(0, t0.UnixNano()+c.ns)
 }
 
+// benchAdaptiveSettings adds the adaptive limit, never reached, worked out
+// every millisecond.
+func benchAdaptiveSettings(shards int) Settings {
+	s := allSettings(shards)
+	s.AdaptiveConcurrency = AdaptiveConcurrency{On: true, MinLimit: MaxAdaptiveLimit, MaxLimit: MaxAdaptiveLimit, Interval: time.Millisecond}
+	return s
+}
+
 var benchModes = []struct {
 	name string
 	s    func(int) Settings
-}{{"window", windowSettings}, {"all", allSettings}}
+}{{"window", windowSettings}, {"all", allSettings}, {"adaptive", benchAdaptiveSettings}}
 
 // BenchmarkEnterExit is Enter+Exit on one hot point, on one goroutine and
 // on every P (b.RunParallel), for 1 shard and the default.

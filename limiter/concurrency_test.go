@@ -90,6 +90,10 @@ func TestConcurrentCounts(t *testing.T) {
 			s.Shadow, s.PressureTestDowngrade, s.VisitThreshold, s.ConcurrentThreshold = true, true, At(1000), At(3)
 		}},
 		{"downgrade rate", func(s *Settings) { s.VisitThreshold, s.DowngradeRate = At(500), At(50) }},
+		{"adaptive", func(s *Settings) {
+			s.AdaptiveConcurrency = AdaptiveConcurrency{On: true, MinLimit: 4, Interval: time.Millisecond}
+			s.VisitThreshold = At(3000)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := base
@@ -208,4 +212,46 @@ func TestConcurrentDelay(t *testing.T) {
 		t.Errorf("no probes: the test did not reach the delay")
 	}
 	t.Logf("%d probes", probes.Load())
+}
+
+// TestConcurrentRamp races the recovery ramp, its re-trips, the adaptive
+// limit's intervals and requests of every priority. Only invariants are
+// checked: nothing races, every slot is freed, and the ramp was reached.
+func TestConcurrentRamp(t *testing.T) {
+	var s Settings
+	s.VisitThreshold, s.ExceptionThreshold, s.SheddableShare = At(50), At(3), At(50)
+	s.DelayTime, s.RetryInterval, s.RecoveryTime = 100*time.Millisecond, 10*time.Millisecond, 500*time.Millisecond
+	s.AdaptiveConcurrency = AdaptiveConcurrency{On: true, MinLimit: 2, Interval: time.Millisecond}
+	p := mustPoint(t, s)
+	var wg sync.WaitGroup
+	var gated atomic.Int64
+	for w := range 8 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 5))
+			var c Call
+			for i := range 3000 {
+				now := t0.Add(time.Duration(i) * time.Millisecond)
+				v := p.EnterPriority(&c, now, false, Priority(r.IntN(4)))
+				if v.Strategy == Recovery && !v.Allowed {
+					gated.Add(1)
+				}
+				if i%50 == 0 {
+					p.Snapshot(now)
+				}
+				o := OK
+				if r.IntN(40) == 0 {
+					o = Failed
+				}
+				c.Exit(now.Add(time.Duration(r.IntN(3))*time.Millisecond), o)
+			}
+		})
+	}
+	wg.Wait()
+	if p.InFlight() != 0 {
+		t.Errorf("in flight = %d, want 0", p.InFlight())
+	}
+	if gated.Load() == 0 {
+		t.Errorf("no request degraded by the ramp: the test did not reach it")
+	}
+	t.Logf("%d requests degraded by the ramp", gated.Load())
 }

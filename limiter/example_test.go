@@ -56,3 +56,28 @@ func ExamplePoint_Enter() {
 	// timeout counted: true
 	// false timeout true
 }
+
+// Sheddable requests may use only SheddableShare percent of a threshold:
+// with 4 visits a window and a 50% share, the third sheddable request is
+// degraded while critical ones still pass.
+func ExamplePoint_EnterPriority() {
+	var s limiter.Settings
+	s.VisitThreshold, s.SheddableShare = limiter.At(4), limiter.At(50)
+	p, _ := limiter.NewPoint("orders.read", s)
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, pr := range []limiter.Priority{limiter.PrioritySheddable, limiter.PrioritySheddable, limiter.PrioritySheddable, limiter.PriorityCritical} {
+		var c limiter.Call
+		v := p.EnterPriority(&c, now, false, pr)
+		if !v.Allowed {
+			fmt.Printf("%s degraded: %s %d/%d, sheddable share: %v\n", pr, v.Strategy, v.Count, v.Threshold, v.Sheddable)
+			continue
+		}
+		c.Exit(now, limiter.OK)
+		fmt.Println(pr, "forwarded")
+	}
+	// Output:
+	// sheddable forwarded
+	// sheddable forwarded
+	// sheddable degraded: visit 3/2, sheddable share: true
+	// critical forwarded
+}
