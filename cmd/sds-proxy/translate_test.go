@@ -37,6 +37,9 @@ func TestTranslateExample(t *testing.T) {
 		if got := cfg.Routes[i].Point.Name(); got != r.Point {
 			t.Errorf("route %d point = %q, want %q", i, got, r.Point)
 		}
+		if got := cfg.Routes[i].Priority; got != r.Priority {
+			t.Errorf("route %d priority = %v, want %v", i, got, r.Priority)
+		}
 	}
 	for i := range f.Points {
 		cp, p := &f.Points[i], cfg.Points[i]
