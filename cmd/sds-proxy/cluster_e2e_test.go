@@ -5,6 +5,8 @@ package main_test
 // several real sds-proxy binaries on 127.0.0.1.
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -577,5 +579,34 @@ func TestClusterReloadE2E(t *testing.T) {
 	l := e.proxy.waitLog(t, mark, wait, msgIs("config change needs a restart to apply"))
 	if got := fmt.Sprint(l["settings"]); got != "[cluster]" {
 		t.Errorf("needs restart: got %s, want [cluster]", got)
+	}
+}
+
+// TestClusterTLSE2E: with cluster.tls the proxies speak TLS to Redis,
+// trusting caFile: a Redis that serves TLS only, with a certificate for
+// 127.0.0.1, shares the bucket; a proxy that trusts another CA refuses
+// the server and counts on its share.
+func TestClusterTLSE2E(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	certs, other := t.TempDir(), t.TempDir()
+	cert := writeCert(t, certs, 1)
+	writeCert(t, other, 2)
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	srv := clustertest.StartTLS(t, filepath.Join(certs, "cert.pem"), filepath.Join(certs, "key.pem"), filepath.Join(certs, "cert.pem"),
+		&tls.Config{RootCAs: roots})
+
+	trusted := startFleet(t, 1, fmt.Sprintf("addresses: [%s]\ntls: {caFile: %s}", srv.Addr, filepath.Join(certs, "cert.pem")), clusterPoint)
+	trusted.waitShared(wait)
+
+	distrusted := startFleet(t, 1, fmt.Sprintf("addresses: [%s]\ntls: {caFile: %s}", srv.Addr, filepath.Join(other, "cert.pem")), clusterPoint)
+	p := distrusted.proxies[0]
+	l := p.waitLog(t, 0, wait, msgStarts("redis does not answer"))
+	if msg := fmt.Sprint(l["error"]); !strings.Contains(msg, "certificate") {
+		t.Errorf("a proxy trusting another CA: error %q, want a certificate error", msg)
+	}
+	if p.shared(t) {
+		t.Error("a proxy trusting another CA shares the bucket")
 	}
 }

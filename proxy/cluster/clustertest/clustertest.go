@@ -5,6 +5,7 @@ package clustertest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -23,6 +24,10 @@ type Server struct {
 	dir  string
 	// password is the --requirepass given, for the start-up PING.
 	password string
+	// tls, when not nil, is how a client reaches a TLS-only server.
+	tls *tls.Config
+	// portFlag is the flag the port is given with: --port, or --tls-port.
+	portFlag string
 	// Addr is its 127.0.0.1:port.
 	Addr string
 	Port int
@@ -44,7 +49,7 @@ func Start(t testing.TB, extra ...string) *Server {
 	if !Available() {
 		t.Skip("redis-server is not installed (apt-get install -y redis-server)")
 	}
-	s := &Server{t: t, dir: t.TempDir()}
+	s := &Server{t: t, dir: t.TempDir(), portFlag: "--port"}
 	s.args = append([]string{"--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--dir", s.dir}, extra...)
 	for i := 0; i+1 < len(extra); i++ {
 		if extra[i] == "--requirepass" {
@@ -64,7 +69,7 @@ func StartSentinel(t testing.TB, name, masterAddr string, downAfter time.Duratio
 		t.Skip("redis-server is not installed (apt-get install -y redis-server)")
 	}
 	host, port, _ := net.SplitHostPort(masterAddr)
-	s := &Server{t: t, dir: t.TempDir()}
+	s := &Server{t: t, dir: t.TempDir(), portFlag: "--port"}
 	conf := filepath.Join(s.dir, "sentinel.conf")
 	body := fmt.Sprintf("bind 127.0.0.1\nsentinel resolve-hostnames no\nsentinel monitor %s %s %s 1\n"+
 		"sentinel down-after-milliseconds %s %d\nsentinel failover-timeout %s 5000\nsentinel parallel-syncs %s 1\n",
@@ -119,7 +124,7 @@ func (s *Server) start(port int) {
 		if p == 0 {
 			p = freePort(s.t)
 		}
-		cmd := exec.Command("redis-server", append(append([]string(nil), s.args...), "--port", strconv.Itoa(p))...)
+		cmd := exec.Command("redis-server", append(append([]string(nil), s.args...), s.portFlag, strconv.Itoa(p))...)
 		cmd.Stdout, cmd.Stderr = nil, nil
 		if err := cmd.Start(); err != nil {
 			s.t.Fatalf("redis-server: %v", err)
@@ -135,7 +140,7 @@ func (s *Server) start(port int) {
 				continue
 			default:
 			}
-			if Ping(addr, s.password) == nil {
+			if s.ping(addr) == nil {
 				s.cmd, s.Addr, s.Port = cmd, addr, p
 				return
 			}
@@ -148,6 +153,46 @@ func (s *Server) start(port int) {
 		}
 	}
 	s.t.Fatalf("redis-server %v did not start", s.args)
+}
+
+// StartTLS starts a redis-server that speaks TLS only, with the PEM
+// certificate and key files given, and no client certificates asked for;
+// client is how a client trusts it (its start-up PING uses it).
+func StartTLS(t testing.TB, certFile, keyFile, caFile string, client *tls.Config) *Server {
+	t.Helper()
+	if !Available() {
+		t.Skip("redis-server is not installed (apt-get install -y redis-server)")
+	}
+	s := &Server{t: t, dir: t.TempDir(), portFlag: "--tls-port", tls: client}
+	s.args = []string{"--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--dir", s.dir, "--port", "0",
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "no"}
+	s.start(0)
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// ping sends PING to the server at addr, over TLS for a TLS server.
+func (s *Server) ping(addr string) error {
+	if s.tls == nil {
+		return Ping(addr, s.password)
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, s.tls)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(line) != "+PONG" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
 }
 
 // Kill stops the server at once (SIGKILL), as a crash would.
