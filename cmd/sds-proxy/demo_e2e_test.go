@@ -216,3 +216,45 @@ func TestDemoBusyPort(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoWalkThroughInShell runs the walk-through's commands as printed,
+// in bash with curl, in order, and checks each shows what its text
+// promises: the first 429s, the pressure-test and timeout headers, the
+// delay, 503s from flaky and the shadow header.
+func TestDemoWalkThroughInShell(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s", tool)
+		}
+	}
+	d := startDemo(t, t.TempDir(), "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-upstream-listen", "127.0.0.1:0")
+	var commands []string
+	for line := range strings.SplitSeq(d.out, "\n") {
+		if strings.HasPrefix(line, "  for ") || strings.HasPrefix(line, "  curl ") {
+			commands = append(commands, strings.TrimSpace(line))
+		}
+	}
+	wants := []string{
+		"200 200 200 200 200 200 200 200 200 200 200 200 200 200 200 200 200 200 200 200 429 429 429 429 429",
+		"Sds-Degraded: pressure_test; point=orders.read",
+		"201 201 201 201 201 ", // then 429s, unless a token came back meanwhile
+		"Sds-Degraded: timeout; point=slow; delay",
+		`"slowLatency":"10ms"`,
+		" 503 ",
+		`"errorRate":0`,
+		"Sds-Shadow-Degraded: visit; point=everything-else",
+	}
+	if len(commands) != len(wants) {
+		t.Fatalf("got %d commands in the walk-through, want %d:\n%s", len(commands), len(wants), d.out)
+	}
+	for i, c := range commands {
+		cmd := exec.Command("bash", "--norc", "--noprofile", "-c", c)
+		cmd.WaitDelay = wait
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), wants[i]) {
+			t.Errorf("%s\ngot %v and\n%s\nwant %q in it", c, err, out, wants[i])
+		}
+	}
+}
