@@ -23,7 +23,7 @@ type Cluster struct {
 	// (a relative path is resolved against the config file's directory);
 	// "" for none. The proxy reads it for every new connection, so a
 	// rotated Secret applies without a restart; the config holds no
-	// password.
+	// password. It is the Redis servers' password, not the sentinels'.
 	PasswordFile string
 	// TLS, when not nil, speaks TLS to Redis.
 	TLS *ClusterTLS

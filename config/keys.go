@@ -251,7 +251,7 @@ var (
 		key{name: "username", kind: kindString,
 			doc: "The ACL user. Absent: the default user."},
 		key{name: "passwordFile", kind: kindString, minLength: 1,
-			doc: "A file holding the password (a Kubernetes Secret mounted as a file), read for every new connection so that a rotated password applies without a restart. A relative path is resolved against the config file's directory."},
+			doc: "A file holding the Redis servers' password (a Kubernetes Secret mounted as a file; sentinels are asked without one), read for every new connection so that a rotated password applies without a restart. A relative path is resolved against the config file's directory."},
 		key{name: "tls", kind: kindMapping, section: clusterTLSSection,
 			doc: "Speak TLS to Redis. {} trusts the system's roots."},
 		key{name: "db", kind: kindInt, def: int64(0), min: bound(0), unit: "database number",

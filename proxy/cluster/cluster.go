@@ -71,7 +71,8 @@ type Options struct {
 	Username string
 	// PasswordFile holds the password (trailing newline trimmed), read
 	// again for every new connection so that a rotated Secret applies
-	// without a restart; "" for none.
+	// without a restart; "" for none. It is the Redis servers' password:
+	// sentinels are asked without one.
 	PasswordFile string
 	// TLS, when not nil, speaks TLS to Redis.
 	TLS *tls.Config
@@ -189,12 +190,6 @@ func New(opts Options) (*Client, error) {
 		uo.CredentialsProviderContext = func(context.Context) (string, string, error) {
 			pw, err := readPassword(path)
 			return user, pw, err
-		}
-		if opts.MasterName != "" {
-			uo.SentinelUsername = opts.Username
-			if pw, err := readPassword(path); err == nil {
-				uo.SentinelPassword = pw
-			}
 		}
 	}
 	quietRedis.Do(func() { redis.SetLogger(discard{}) })
