@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -295,4 +296,87 @@ func BenchmarkHandlerForced(b *testing.B) {
 			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 		}
 	})
+}
+
+// A gRPC call under a degrade switch gets the trailers-only answer; a
+// HEAD request the fallback's status and headers without a body.
+func TestForceDegradeAnswersGRPCAndHEAD(t *testing.T) {
+	t.Parallel()
+	f := newForceFixture(t, nil)
+	if _, err := f.h.Force("a", proxy.ForceDegrade, time.Minute, "drill"); err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/a", nil)
+	r.ProtoMajor, r.ProtoMinor = 2, 0
+	r.Header.Set("Content-Type", "application/grpc")
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, r)
+	h := w.Result().Header
+	if w.Code != http.StatusOK || h.Get("Grpc-Status") != "14" || h.Get("Grpc-Message") != "degraded: forced; point=a" || h.Get("Sds-Degraded") != "forced; point=a" {
+		t.Errorf("gRPC under a degrade switch: %d %v", w.Code, h)
+	}
+	w = httptest.NewRecorder()
+	f.h.ServeHTTP(w, httptest.NewRequest(http.MethodHead, "/a", nil))
+	if w.Code != http.StatusServiceUnavailable || w.Body.Len() != 0 || w.Result().Header.Get("Content-Length") == "" {
+		t.Errorf("HEAD under a degrade switch: %d, body %q, Content-Length %q", w.Code, w.Body, w.Result().Header.Get("Content-Length"))
+	}
+	if n := f.calls.Load(); n != 0 {
+		t.Errorf("upstream calls: got %d, want 0", n)
+	}
+}
+
+// Switches set, cleared and expiring while requests flow and configs are
+// swapped: run with -race. Every answer is either forced or the
+// upstream's, and every forwarded call frees its slot.
+func TestForceConcurrentWithRequestsAndSwaps(t *testing.T) {
+	t.Parallel()
+	f := newForceFixture(t, nil)
+	cfgs := []*proxy.Config{
+		{Upstream: rpFakeUpstream, Points: []*proxy.Point{f.a, f.b}, Routes: []proxy.Route{{Point: f.a, Path: "/a"}, {Point: f.b}}},
+		{Upstream: rpFakeUpstream, Points: []*proxy.Point{f.a}, Routes: []proxy.Route{{Point: f.a}}},
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				path := "/a"
+				if i%2 == 1 {
+					path = "/b"
+				}
+				resp := f.get(path)
+				if d := resp.Header.Get("Sds-Degraded"); resp.StatusCode != http.StatusOK && !strings.HasPrefix(d, "forced; point=") {
+					t.Errorf("GET %s: %d %q", path, resp.StatusCode, d)
+				}
+			}
+		})
+	}
+	actions := []proxy.ForceAction{proxy.ForceDegrade, proxy.ForcePass}
+	for i := range 300 {
+		point := []string{"a", "b"}[i%2]
+		switch i % 5 {
+		case 0, 1:
+			f.h.Force(point, actions[i%2], time.Duration(1+i%3)*time.Millisecond, "race") // b may be out of the config
+		case 2:
+			f.h.Unforce(point)
+		case 3:
+			f.h.Swap(cfgs[i%2])
+		case 4:
+			f.clock.add(time.Millisecond)
+			f.h.Tick(f.clock.now())
+			f.h.Forces(f.clock.now())
+		}
+	}
+	close(done)
+	wg.Wait()
+	for _, p := range []*proxy.Point{f.a, f.b} {
+		if n := p.Limiter().InFlight(); n != 0 {
+			t.Errorf("%s: %d calls still in flight", p.Name(), n)
+		}
+	}
 }
