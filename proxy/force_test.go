@@ -337,6 +337,7 @@ func TestForceConcurrentWithRequestsAndSwaps(t *testing.T) {
 	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	var served atomic.Int64
 	for range 4 {
 		wg.Go(func() {
 			for i := 0; ; i++ {
@@ -350,6 +351,7 @@ func TestForceConcurrentWithRequestsAndSwaps(t *testing.T) {
 					path = "/b"
 				}
 				resp := f.get(path)
+				served.Add(1)
 				if d := resp.Header.Get("Sds-Degraded"); resp.StatusCode != http.StatusOK && !strings.HasPrefix(d, "forced; point=") {
 					t.Errorf("GET %s: %d %q", path, resp.StatusCode, d)
 				}
@@ -357,7 +359,9 @@ func TestForceConcurrentWithRequestsAndSwaps(t *testing.T) {
 		})
 	}
 	actions := []proxy.ForceAction{proxy.ForceDegrade, proxy.ForcePass}
-	for i := range 300 {
+	// At least 2,000 requests among the changes (bounded in time).
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; served.Load() < 2000 && time.Now().Before(deadline); i++ {
 		point := []string{"a", "b"}[i%2]
 		switch i % 5 {
 		case 0, 1:
@@ -374,6 +378,9 @@ func TestForceConcurrentWithRequestsAndSwaps(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
+	if n := served.Load(); n < 2000 {
+		t.Errorf("served %d requests in 10s, want 2,000 among the changes", n)
+	}
 	for _, p := range []*proxy.Point{f.a, f.b} {
 		if n := p.Limiter().InFlight(); n != 0 {
 			t.Errorf("%s: %d calls still in flight", p.Name(), n)
