@@ -177,6 +177,14 @@ type statusDocument struct {
 			Change string    `json:"change"`
 		} `json:"lastReload"`
 	} `json:"config"`
+	// Cluster is the Redis of the shared token buckets; nil without
+	// cluster:.
+	Cluster *struct {
+		Up        bool      `json:"up"`
+		Since     time.Time `json:"since"`
+		LastError string    `json:"lastError"`
+		Replicas  int64     `json:"replicas"`
+	} `json:"cluster"`
 	// Points is nil when the document has no "points": not a /status.
 	Points []statusPoint `json:"points"`
 }
@@ -243,6 +251,9 @@ func decodeStatus(body []byte, doc *statusDocument) error {
 func writeStatusTable(w io.Writer, doc *statusDocument) error {
 	var b bytes.Buffer
 	b.WriteString(statusHeader(doc))
+	if line := clusterLine(doc); line != "" {
+		b.WriteString("\n" + line)
+	}
 	b.WriteString("\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "POINT\tMODE\tSTATE\tREASON\tRPS\tERR%\tP50\tP99\tINFLIGHT\tLAST TRIP")
@@ -299,6 +310,22 @@ func statusHeader(doc *statusDocument) string {
 		fmt.Fprintf(&b, "; last reload REJECTED %s ago: %s", age(doc.Now, r.At), cell(line))
 	}
 	return b.String()
+}
+
+// clusterLine is the line about the shared buckets' Redis under the
+// header, or "" without cluster:.
+func clusterLine(doc *statusDocument) string {
+	c := doc.Cluster
+	switch {
+	case c == nil:
+		return ""
+	case c.Up:
+		return fmt.Sprintf("redis: up for %s: the points share their clusterTokenBucket", age(doc.Now, c.Since))
+	case c.Since.IsZero():
+		return fmt.Sprintf("redis: no answer yet: each point counts on its share (tokensPerSecond / %d)", c.Replicas)
+	}
+	line, _, _ := strings.Cut(c.LastError, "\n")
+	return fmt.Sprintf("redis: DOWN for %s: each point counts on its share (tokensPerSecond / %d): %s", age(doc.Now, c.Since), c.Replicas, cell(line))
 }
 
 // reason is the REASON cell: inside a delay, its strategy, end and next
