@@ -50,6 +50,10 @@ const (
 	minRateCalls = 10
 	// maxLine bounds a log line, in bytes; a longer one is malformed.
 	maxLine = 1 << 20
+	// maxLatency bounds an upstream latency; a longer one is malformed
+	// (no call a threshold is derived from lasts that long, and the
+	// arithmetic on it stays far from overflowing).
+	maxLatency = 1000 * time.Hour
 )
 
 // Options shape a Read.
@@ -249,15 +253,15 @@ func (rep *Report) add(points map[string]*Point, raw []byte) {
 	var latency time.Duration
 	var err error
 	switch {
-	case !ok:
-		rep.malformed("no readable ts")
+	case !ok || at.Year() < 1970 || at.Year() >= 2262:
+		rep.malformed("no readable ts (or one outside 1970-2261)")
 		return
 	case l.Point == nil || *l.Point == "" || l.Status == nil || l.Degraded == nil || l.Latency == nil:
 		rep.malformed("an access line without point, status, degraded or upstream_latency")
 		return
 	default:
-		if latency, err = time.ParseDuration(*l.Latency); err != nil || latency < 0 {
-			rep.malformed(fmt.Sprintf("upstream_latency %q is not a duration", *l.Latency))
+		if latency, err = time.ParseDuration(*l.Latency); err != nil || latency < 0 || latency > maxLatency {
+			rep.malformed(fmt.Sprintf("upstream_latency %q is not a duration from 0 to %s", *l.Latency, maxLatency))
 			return
 		}
 	}
