@@ -54,7 +54,7 @@ func newForceFixture(t *testing.T, setA func(*limiter.Settings)) *forceFixture {
 	core, logs := observer.New(zap.InfoLevel)
 	accessCore, access := observer.New(zap.InfoLevel)
 	f.logs, f.access = logs, access
-	cfg := &proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{f.a, f.b},
+	cfg := &proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{f.a, f.b}, PressureTestHeader: "X-Pressure-Test",
 		Routes: []proxy.Route{{Point: f.a, Path: "/a"}, {Point: f.b}}}
 	f.h, f.reg = rpHandler(t, cfg, proxy.Options{
 		Logger: zap.New(core), AccessLog: zap.New(accessCore), Events: f.events, Now: f.clock.now,
@@ -385,5 +385,38 @@ func TestForceConcurrentWithRequestsAndSwaps(t *testing.T) {
 		if n := p.Limiter().InFlight(); n != 0 {
 			t.Errorf("%s: %d calls still in flight", p.Name(), n)
 		}
+	}
+}
+
+// A degrade switch degrades a shadow point's requests for real; a pass
+// switch forwards pressure-test traffic its point would degrade at once.
+func TestForceActsWhateverTheModeAndTraffic(t *testing.T) {
+	t.Parallel()
+	f := newForceFixture(t, func(s *limiter.Settings) {
+		s.Shadow = true
+		s.PressureTestDowngrade = true
+	})
+	if _, err := f.h.Force("a", proxy.ForceDegrade, time.Minute, "drill"); err != nil {
+		t.Fatal(err)
+	}
+	if resp := f.get("/a"); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Sds-Degraded") != "forced; point=a" {
+		t.Errorf("shadow point under degrade: %d %q", resp.StatusCode, resp.Header.Get("Sds-Degraded"))
+	}
+	if _, err := f.h.Force("a", proxy.ForcePass, time.Minute, "drill"); err != nil {
+		t.Fatal(err)
+	}
+	pressure := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodGet, "/a", nil)
+		r.Header.Set("X-Pressure-Test", "1")
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, r)
+		return w
+	}
+	if w := pressure(); w.Code != http.StatusOK || w.Header().Get("Sds-Shadow-Degraded") != "" || f.calls.Load() != 1 {
+		t.Errorf("pressure-test request under pass: %d, Sds-Shadow-Degraded %q, upstream calls %d", w.Code, w.Header().Get("Sds-Shadow-Degraded"), f.calls.Load())
+	}
+	f.h.Unforce("a")
+	if w := pressure(); w.Header().Get("Sds-Shadow-Degraded") != "pressure_test; point=a" {
+		t.Errorf("pressure-test request without the switch: Sds-Shadow-Degraded %q, want pressure_test", w.Header().Get("Sds-Shadow-Degraded"))
 	}
 }
