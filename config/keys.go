@@ -232,7 +232,7 @@ var (
 			doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."},
 	)
 
-	adaptiveSection = newSection("adaptiveConcurrency", "An adaptive concurrency limit: every interval, limit = limit * gradient + sqrt(limit * gradient), where gradient = minimum latency * (100 + tolerance) / 100 / mean latency, held between 0.5 and 2.",
+	adaptiveSection = newSection("adaptiveConcurrency", "An adaptive concurrency limit: every interval the limit moves half-way to limit * gradient + sqrt(limit * gradient), where gradient = minimum latency * (100 + tolerance) / 100 / mean latency, held between 0.5 and 2.",
 		key{name: "minLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMinLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
 			doc: "The lowest limit, and the limit while the minimum latency is measured."},
 		key{name: "maxLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMaxLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",

@@ -20,12 +20,13 @@ import (
 type adaptive struct {
 	next      atomic.Int64  // Unix ns at which the interval ends; 0: not started
 	epoch     atomic.Uint32 // incremented when a measurement starts or ends
-	limit     atomic.Int64  // the limit outside a measurement
+	limit     atomic.Int64  // the limit outside a measurement: milli/1000
 	measuring atomic.Bool   // the minimum latency is being measured: the limit is MinLimit
 	sum       atomic.Int64  // upstream time of this interval's samples, ns
 	count     atomic.Int64  // this interval's samples
 
 	mu          sync.Mutex // guards the fields below, and the interval's work
+	milli       int64      // the limit in thousandths of a call, which smoothing moves by fractions
 	minLatency  int64      // ns; 0 until measured
 	latency     int64      // the last interval's mean, ns; 0 when none
 	nextMeasure int64      // Unix ns of the next measurement
@@ -34,7 +35,7 @@ type adaptive struct {
 }
 
 func newAdaptive(a AdaptiveConcurrency) *adaptive {
-	ad := &adaptive{}
+	ad := &adaptive{milli: a.MinLimit * 1000}
 	ad.limit.Store(a.MinLimit)
 	ad.measuring.Store(true)
 	return ad
@@ -96,14 +97,20 @@ func (ad *adaptive) advance(now time.Time, p *Point) {
 		ad.latency = sum / count
 		tolerance, _ := a.Tolerance.Get()
 		limit := min(max(ad.limit.Load(), a.MinLimit), a.MaxLimit)
+		milli := ad.milli
+		if milli/1000 != limit { // clamped by new settings
+			milli = limit * 1000
+		}
 		target := ad.minLatency * (100 + tolerance) / 100
 		gradient := min(max(target*1000/max(ad.latency, 1), 500), 2000) // per mille
-		base := limit * gradient / 1000
-		next := base + int64(math.Sqrt(float64(base)))
-		if next > limit && p.InFlight()*2 < limit {
-			next = limit
+		base := milli * gradient / 1000
+		next := base + int64(math.Sqrt(float64(base)/1000)*1000)
+		next = milli + (next-milli)*AdaptiveSmoothing/100
+		if next > milli && p.InFlight()*2 < limit {
+			next = milli
 		}
-		ad.limit.Store(min(max(next, a.MinLimit), a.MaxLimit))
+		ad.milli = min(max(next, a.MinLimit*1000), a.MaxLimit*1000)
+		ad.limit.Store(ad.milli / 1000)
 	}
 	if n >= ad.nextMeasure {
 		ad.measuring.Store(true)

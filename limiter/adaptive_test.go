@@ -76,9 +76,9 @@ func TestAdaptiveMeasuresFirst(t *testing.T) {
 	}
 }
 
-// After the measurement the limit doubles, plus its square root, each
-// interval in which the latency stays at the minimum and the calls in
-// flight reach half of it; it stops at MaxLimit.
+// After the measurement the limit grows each interval in which the
+// latency stays at the minimum and the calls in flight reach half of it,
+// and stops at MaxLimit; a latency above the minimum shrinks it.
 func TestAdaptiveGrowsAndShrinks(t *testing.T) {
 	a := AdaptiveConcurrency{MinLimit: 3, MaxLimit: 50, Interval: 100 * ms}
 	p := mustPoint(t, adaptiveSettings(a))
@@ -89,8 +89,9 @@ func TestAdaptiveGrowsAndShrinks(t *testing.T) {
 	}
 	// Each interval: the limit's worth of calls at the minimum latency,
 	// then as many in flight when the interval ends. The gradient is the
-	// tolerance, 1.25.
-	for _, wantLimit := range []int64{4, 7, 10, 15, 22, 32, 46, 50, 50} {
+	// tolerance, 1.25; the limit moves half-way to limit*1.25 +
+	// sqrt(limit*1.25), in thousandths: 3 -> 4.343 -> 6.050 -> 8.180 ...
+	for _, wantLimit := range []int64{4, 6, 8, 10, 13, 17, 22, 27, 34, 41, 50, 50} {
 		limit := p.Snapshot(now).Adaptive.Limit
 		for _, c := range fill(t, p, int(limit), now) {
 			c.Exit(now.Add(10*ms), OK)
@@ -108,8 +109,9 @@ func TestAdaptiveGrowsAndShrinks(t *testing.T) {
 			c.Exit(now, Canceled)
 		}
 	}
-	// Latency at 4x the minimum: the gradient is 1.25/4, held at 0.5.
-	for _, wantLimit := range []int64{30, 18, 12} {
+	// Latency at 4x the minimum: the gradient is 1.25/4, held at 0.5: 50
+	// moves half-way to 25+5, to 40.
+	for _, wantLimit := range []int64{40, 32, 26} {
 		for _, c := range fill(t, p, 2, now) {
 			c.Exit(now.Add(40*ms), OK)
 		}

@@ -50,7 +50,7 @@ type model struct {
 type modelAdaptive struct {
 	next        int64 // the interval ends; 0: not started
 	epoch       uint32
-	limit       int64
+	limit       int64 // thousandths of a call
 	measuring   bool
 	samples     []int64 // this interval's
 	measured    []int64 // the measurement's so far
@@ -72,7 +72,7 @@ func (ad *modelAdaptive) current(a AdaptiveConcurrency) int64 {
 	if ad.measuring {
 		return a.MinLimit
 	}
-	return min(max(ad.limit, a.MinLimit), a.MaxLimit)
+	return min(max(ad.limit/1000, a.MinLimit), a.MaxLimit)
 }
 
 // advance ends the interval at now under settings a with inflight calls in
@@ -101,15 +101,19 @@ func (ad *modelAdaptive) advance(now int64, a AdaptiveConcurrency, inflight int6
 	if len(samples) > 0 {
 		ad.latency = mean(samples)
 		limit := ad.current(a)
+		if ad.limit/1000 != limit { // new settings clamp it
+			ad.limit = limit * 1000
+		}
 		tolerance, _ := a.Tolerance.Get()
 		gradient := ad.minLatency * (100 + tolerance) / 100 * 1000 / max(ad.latency, 1)
 		gradient = min(max(gradient, 500), 2000)
-		base := limit * gradient / 1000
-		next := base + int64(math.Sqrt(float64(base)))
-		if next > limit && 2*inflight < limit {
-			next = limit
+		base := ad.limit * gradient / 1000
+		target := base + int64(math.Sqrt(float64(base)/1000)*1000)
+		next := ad.limit + (target-ad.limit)*AdaptiveSmoothing/100
+		if next > ad.limit && 2*inflight < limit {
+			next = ad.limit
 		}
-		ad.limit = min(max(next, a.MinLimit), a.MaxLimit)
+		ad.limit = min(max(next, a.MinLimit*1000), a.MaxLimit*1000)
 	}
 	if now >= ad.nextMeasure {
 		ad.measuring = true
@@ -148,7 +152,7 @@ func newModel(s Settings) *model {
 }
 
 func newModelAdaptive(a AdaptiveConcurrency) *modelAdaptive {
-	return &modelAdaptive{limit: a.MinLimit, measuring: true}
+	return &modelAdaptive{limit: a.MinLimit * 1000, measuring: true}
 }
 
 func (m *model) interval() int64 {

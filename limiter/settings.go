@@ -175,10 +175,14 @@ func (p Policy) SheddablePercent() int64 {
 // the upstream's minimum latency to its latency now. Every Interval:
 //
 //	gradient = clamp(minLatency*(100+Tolerance)/100 / latency, 0.5, 2)
-//	limit    = clamp(limit*gradient + sqrt(limit*gradient), MinLimit, MaxLimit)
+//	target   = limit*gradient + sqrt(limit*gradient)
+//	limit    = clamp(limit + (target-limit)*AdaptiveSmoothing/100, MinLimit, MaxLimit)
 //
 // where latency is the mean upstream time of the calls that ended well
-// (Outcome OK) in the interval, and the limit does not grow while fewer
+// (Outcome OK) in the interval, the limit is kept in thousandths of a call
+// (requests are judged against its whole part), the smoothing (after
+// Netflix's Gradient2) damps the swings that the latency's lag behind the
+// limit would otherwise cause, and the limit does not grow while fewer
 // than half of it are in flight (the load, not the upstream, is what
 // keeps latency low then). minLatency is measured at the start, and again
 // every MinLatencyInterval, by holding the limit at MinLimit until
@@ -220,6 +224,9 @@ const (
 	// MinLatencySamples is how many calls a measurement of the minimum
 	// latency takes.
 	MinLatencySamples = 25
+	// AdaptiveSmoothing is the percent of the way to its target the
+	// limit moves each interval.
+	AdaptiveSmoothing = 50
 )
 
 // withDefaults fills the zero fields of an adaptive limit that is on.
