@@ -234,6 +234,9 @@ func (c *Client) Use(buckets []*Bucket) {
 	old := c.buckets
 	c.buckets = append([]*Bucket(nil), buckets...)
 	c.mu.Unlock()
+	for _, b := range buckets {
+		c.m.use(b.name)
+	}
 	keep := make(map[*Bucket]bool, len(buckets))
 	for _, b := range buckets {
 		keep[b] = true

@@ -73,6 +73,10 @@ func (m *metrics) lease(point string, granted, level int64) {
 	}
 }
 
+// use creates the counter series of a point with a shared bucket, at 0
+// until Redis grants it tokens (the level gauge waits for an answer).
+func (m *metrics) use(point string) { m.granted.WithLabelValues(point) }
+
 // forget removes the series of a point whose bucket is no longer used.
 func (m *metrics) forget(point string) {
 	m.level.DeleteLabelValues(point)
