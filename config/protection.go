@@ -68,15 +68,19 @@ func (c *checker) protection(p *Point, sheddable, routesKnown bool) {
 			c.p.add(c.val(l), "adaptiveConcurrency.%s: write %s (absent: the default)", f.field, f.want)
 		}
 	}
+	counts := p.VisitThreshold != limiter.Threshold{} || p.TokensPerSecond != limiter.Threshold{} ||
+		p.ConcurrentThreshold != limiter.Threshold{} || a.On
+	countsKnown := c.d.good(pl(p, "visitThreshold"), pl(p, "tokenBucketGeneratedTokensInSecond"), pl(p, "concurrentThreshold"))
 	if !c.d.ok(pl(p, "sheddableShare")) {
+		if sheddable && !counts && countsKnown {
+			c.p.warn(c.key(loc{point: p.Name}), "point %q: routes of priority sheddable name it, but it has no count threshold (visitThreshold, tokenBucketGeneratedTokensInSecond, concurrentThreshold, adaptiveConcurrency) for them to use a share of, so they are judged as default requests", p.Name)
+		}
 		return
 	}
 	if routesKnown && !sheddable {
 		c.p.add(c.key(pl(p, "sheddableShare")), "sheddableShare is set but no route of priority sheddable names point %q, so no request uses it; add priority: sheddable to a route of the point or remove sheddableShare", p.Name)
 	}
-	counts := p.VisitThreshold != limiter.Threshold{} || p.TokensPerSecond != limiter.Threshold{} ||
-		p.ConcurrentThreshold != limiter.Threshold{} || a.On
-	if !counts && c.d.good(pl(p, "visitThreshold"), pl(p, "tokenBucketGeneratedTokensInSecond"), pl(p, "concurrentThreshold")) {
+	if !counts && countsKnown {
 		c.p.add(c.key(pl(p, "sheddableShare")), "sheddableShare is set but point %q has no count threshold to share (visitThreshold, tokenBucketGeneratedTokensInSecond, concurrentThreshold, adaptiveConcurrency); add one or remove sheddableShare", p.Name)
 	}
 }

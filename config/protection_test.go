@@ -98,3 +98,19 @@ func TestProtectionProblems(t *testing.T) {
 		})
 	}
 }
+
+// TestSheddableWithoutCounts: a sheddable route on a point with no count
+// threshold is legal but changes nothing: a warning.
+func TestSheddableWithoutCounts(t *testing.T) {
+	f, err := Parse("sds.yaml", []byte(withSheddablePoint("exceptionThreshold: 5")), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].Msg, "routes of priority sheddable name it, but it has no count threshold") {
+		t.Errorf("warnings %v, want one about the sheddable routes", f.Warnings)
+	}
+	f = mustParse(t, withSheddablePoint("visitThreshold: 5"))
+	if len(f.Warnings) != 0 {
+		t.Errorf("warnings %v with a visit threshold, want none", f.Warnings)
+	}
+}
