@@ -215,6 +215,16 @@ type statusPoint struct {
 		Count     int64     `json:"count"`
 		Threshold int64     `json:"threshold"`
 	} `json:"lastTrip"`
+	// Recovery is the recovery ramp while it runs; nil otherwise.
+	Recovery *struct {
+		Share float64   `json:"share"`
+		Until time.Time `json:"until"`
+	} `json:"recovery"`
+	// Adaptive is the adaptive concurrency limit; nil when the point has none.
+	Adaptive *struct {
+		Limit     int64 `json:"limit"`
+		Measuring bool  `json:"measuring"`
+	} `json:"adaptive"`
 	// Forced is an operator's switch in force; nil when none.
 	Forced *struct {
 		Action string    `json:"action"`
@@ -372,6 +382,15 @@ func limiterReason(now time.Time, p *statusPoint) string {
 	}
 	if p.Forced != nil {
 		return cell(p.State)
+	}
+	if r := p.Recovery; r != nil {
+		return fmt.Sprintf("recovering: admits %d%%, all in %s", int(r.Share*100), until(now, r.Until))
+	}
+	if a := p.Adaptive; a != nil {
+		if a.Measuring {
+			return fmt.Sprintf("adaptive limit %d (measuring)", a.Limit)
+		}
+		return fmt.Sprintf("adaptive limit %d", a.Limit)
 	}
 	return "-"
 }
