@@ -400,6 +400,8 @@ func (c *Client) down(now time.Time, err error) {
 	for _, b := range c.live() {
 		b.drop()
 	}
+	// The gauge first: whoever sees the state down finds it at 0.
+	c.m.up.Set(0)
 	c.mu.Lock()
 	c.lastError = err.Error()
 	prev := c.state.Swap(stateDown)
@@ -407,7 +409,6 @@ func (c *Client) down(now time.Time, err error) {
 		c.since = now
 	}
 	c.mu.Unlock()
-	c.m.up.Set(0)
 	if prev != stateDown {
 		c.log.Warn("redis does not answer: each shared bucket counts on this proxy's share",
 			zap.Error(err), zap.Int64("replicas", c.replicas), zap.Duration("timeout", c.timeout))
@@ -416,14 +417,15 @@ func (c *Client) down(now time.Time, err error) {
 
 // upAgain records an answer; the first after a failure is logged.
 func (c *Client) upAgain(now time.Time) {
-	prev := c.state.Swap(stateUp)
+	prev := c.state.Load() // only the loop changes the state
 	if prev == stateUp {
 		return
 	}
+	c.m.up.Set(1)
 	c.mu.Lock()
+	c.state.Store(stateUp)
 	c.since = now
 	c.mu.Unlock()
-	c.m.up.Set(1)
 	if prev == stateDown {
 		c.log.Info("redis answers again: the shared buckets are back")
 	} else {
