@@ -301,8 +301,10 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 	progress(5000)
 	admitted, span := running.admitted.Load()-from, time.Since(at).Seconds()
 	t.Logf("on their shares: %d admitted in %.1fs (%.0f/s; the shares add up to 100/s)", admitted, span, float64(admitted)/span)
-	if rate := float64(admitted) / span; span > 1 && (rate < 50 || rate > 200) {
-		t.Errorf("on their shares the proxies admitted %.0f/s, want about 100/s (plus the shares' bursts)", rate)
+	// At most the two shares' bursts (50 each) and 100 a second; at least
+	// half the shares' rate on a loaded machine.
+	if most := (100 + 100*span) * 1.3; float64(admitted) > most || float64(admitted) < 50*span {
+		t.Errorf("on their shares the proxies admitted %d in %.1fs, want from %.0f to %.0f (100/s plus the shares' bursts)", admitted, span, 50*span, most)
 	}
 
 	restarted := time.Now()
