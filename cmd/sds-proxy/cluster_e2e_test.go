@@ -318,7 +318,13 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 	for i, p := range f.proxies {
 		p.waitLog(t, marks[i], wait, msgStarts("redis answers again"))
 		if n := p.countLog(marks[i], msgStarts("redis does not answer")); n != 1 {
-			t.Errorf("proxy %d: logged the failure %d times, want once", i, n)
+			var lines []string
+			for line := range strings.SplitSeq(p.stderr.String(), "\n") {
+				if strings.Contains(line, "redis") {
+					lines = append(lines, line)
+				}
+			}
+			t.Errorf("proxy %d: logged the failure %d times, want once:\n%s", i, n, strings.Join(lines, "\n"))
 		}
 	}
 	total := finish()
