@@ -127,6 +127,9 @@ type Client struct {
 	state atomic.Int32
 	// wake asks the loop for an early call (a lease ran dry).
 	wake chan struct{}
+	// scriptLoaded: Redis answered a call with the script, so later calls
+	// send its hash. Only the loop reads and writes it.
+	scriptLoaded bool
 
 	mu        sync.Mutex // guards buckets, since and lastError
 	buckets   []*Bucket  // in use (Use)
@@ -340,25 +343,13 @@ func (c *Client) round(ctx context.Context, tick bool) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	pipe := c.rdb.Pipeline()
 	for i := range calls {
-		lc := &calls[i]
-		lc.b.held.Add(-lc.settle)
-		lc.b.lastCall = now
-		lc.cmd = leaseScript.Eval(cctx, pipe, []string{lc.b.key},
-			lc.b.rate, lc.b.size, lc.want, lc.settle)
+		calls[i].b.held.Add(-calls[i].settle)
+		calls[i].b.lastCall = now
 	}
 	start := time.Now()
-	_, err := pipe.Exec(cctx)
-	took := time.Since(start)
-	if err == nil {
-		for i := range calls {
-			if err = calls[i].cmd.Err(); err != nil {
-				break
-			}
-		}
-	}
-	c.m.observe(took, err)
+	err := c.exec(cctx, calls)
+	c.m.observe(time.Since(start), err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return // shutting down: not Redis's failure
@@ -377,6 +368,58 @@ func (c *Client) round(ctx context.Context, tick bool) {
 		lc.b.granted(end, vals[0], vals[1])
 	}
 	c.upAgain(end)
+}
+
+// exec runs the calls in one pipeline: by the script's hash once Redis is
+// known to hold it, so that a call carries a few dozen bytes, not the
+// script. A server that does not hold it (restarted, failed over, a new
+// Cluster node) answers NOSCRIPT without running anything; those calls
+// are sent again with the script in a second pipeline, within the same
+// deadline, which also loads it for the next rounds.
+func (c *Client) exec(ctx context.Context, calls []leaseCall) error {
+	run := func(calls []*leaseCall, bySHA bool) error {
+		pipe := c.rdb.Pipeline()
+		for _, lc := range calls {
+			args := []any{lc.b.rate, lc.b.size, lc.want, lc.settle}
+			if bySHA {
+				lc.cmd = leaseScript.EvalSha(ctx, pipe, []string{lc.b.key}, args...)
+			} else {
+				lc.cmd = leaseScript.Eval(ctx, pipe, []string{lc.b.key}, args...)
+			}
+		}
+		_, err := pipe.Exec(ctx) // the first command's error, or the connection's
+		return err
+	}
+	all := make([]*leaseCall, len(calls))
+	for i := range calls {
+		all[i] = &calls[i]
+	}
+	bySHA := c.scriptLoaded
+	if err := run(all, bySHA); err != nil && !(bySHA && redis.HasErrorPrefix(err, "NOSCRIPT")) {
+		return err
+	}
+	var again []*leaseCall
+	for _, lc := range all {
+		switch err := lc.cmd.Err(); {
+		case err == nil:
+		case bySHA && redis.HasErrorPrefix(err, "NOSCRIPT"):
+			again = append(again, lc)
+		default:
+			return err
+		}
+	}
+	if len(again) > 0 {
+		if err := run(again, false); err != nil {
+			return err
+		}
+		for _, lc := range again {
+			if err := lc.cmd.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	c.scriptLoaded = true
+	return nil
 }
 
 // ping checks Redis while no bucket is in use.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -287,4 +288,49 @@ func BenchmarkTake(b *testing.B) {
 			bk.Take(now)
 		}
 	})
+}
+
+// TestScriptFlushed: calls send the script's hash once Redis holds the
+// script; a Redis that lost it (SCRIPT FLUSH, as a restart or a failover
+// does) answers NOSCRIPT, and the calls are sent again with the script in
+// the same round: no error, no fallback.
+func TestScriptFlushed(t *testing.T) {
+	t.Parallel()
+	srv := clustertest.Start(t)
+	reg := prometheus.NewRegistry()
+	c := newClient(t, Options{Addresses: []string{srv.Addr}, Timeout: time.Second, Registerer: reg})
+	b := c.Bucket("orders", 100, 100)
+	c.Use([]*Bucket{b})
+	waitFor(t, 5*time.Second, "shared", func() bool { return b.Status(time.Now()).Shared })
+	for round := range 3 {
+		if line, err := clustertest.Do(srv.Addr, "", "SCRIPT", "FLUSH"); err != nil || line != "+OK" {
+			t.Fatalf("SCRIPT FLUSH: %q %v", line, err)
+		}
+		flushed := time.Now()
+		// Demand makes the next tick call for this bucket.
+		for range 50 {
+			b.Take(time.Now())
+		}
+		waitFor(t, 5*time.Second, "an answer after the flush", func() bool { return b.Status(time.Now()).LevelAt.After(flushed) })
+		if got := testutil.ToFloat64(c.m.calls.WithLabelValues("error")); got != 0 {
+			t.Fatalf("round %d: %v failed calls after SCRIPT FLUSH, want 0", round, got)
+		}
+	}
+	if !c.Status(time.Now()).Up {
+		t.Error("down after SCRIPT FLUSH")
+	}
+	// The calls went by hash, and the server answered NOSCRIPT to some.
+	stats, err := clustertest.Info(srv.Addr, "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evalsha string
+	for line := range strings.SplitSeq(stats, "\r\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") {
+			evalsha = line
+		}
+	}
+	if !strings.HasPrefix(evalsha, "cmdstat_evalsha:calls=") || strings.HasSuffix(evalsha, "failed_calls=0") {
+		t.Errorf("commandstats: %q, want EVALSHA calls, some of them failed (NOSCRIPT)", evalsha)
+	}
 }
