@@ -139,6 +139,9 @@ type modelCall struct {
 	probe    bool
 	timedOut bool
 	done     bool
+	// took is the token interval of the token the request took when it
+	// was admitted, 0 for none.
+	took int64
 }
 
 func newModel(s Settings) *model {
@@ -217,11 +220,13 @@ func (m *model) tokenAvailable(now int64) bool {
 	return m.credit >= m.interval()
 }
 
-// takeToken takes a token if one is there.
-func (m *model) takeToken(now int64) {
+// takeToken takes a token if one is there and reports whether it did.
+func (m *model) takeToken(now int64) bool {
 	if m.interval() != 0 && m.tokenAvailable(now) {
 		m.credit -= m.interval()
+		return true
 	}
+	return false
 }
 
 // draw is the DowngradeRate draw: Percent is called only when the rate is
@@ -258,6 +263,15 @@ func (m *model) forward(now int64, probe bool) *modelCall {
 	return m.call(now, probe)
 }
 
+// forwardTook is forward for a request that took a token (took) or not.
+func (m *model) forwardTook(now int64, probe, took bool) *modelCall {
+	c := m.forward(now, probe)
+	if took {
+		c.took = m.interval()
+	}
+	return c
+}
+
 // degrade counts a degraded request; in shadow mode it is forwarded anyway.
 func (m *model) degrade(now int64, v Verdict) (Verdict, *modelCall) {
 	m.count(now, Counts{Visits: 1, Degraded: 1})
@@ -274,9 +288,9 @@ func (m *model) degrade(now int64, v Verdict) (Verdict, *modelCall) {
 // drawn degrades v's request, or forwards it when the draw says so.
 func (m *model) drawn(now int64, v Verdict, pr Priority) (Verdict, *modelCall) {
 	if !m.draw(pr) {
-		m.takeToken(now)
+		took := m.takeToken(now)
 		v.Allowed = true
-		return v, m.forward(now, false)
+		return v, m.forwardTook(now, false, took)
 	}
 	return m.degrade(now, v)
 }
@@ -335,9 +349,9 @@ func (m *model) enter(now int64, pressureTest bool, pr Priority) (Verdict, *mode
 			v := Verdict{Strategy: m.delay.strategy, Delay: true}
 			if s.RetryInterval > 0 && !m.delay.probing && now >= m.delay.nextProbe {
 				m.delay.probing = true
-				m.takeToken(now)
+				took := m.takeToken(now)
 				v.Allowed, v.Probe = true, true
-				return v, m.forward(now, true)
+				return v, m.forwardTook(now, true, took)
 			}
 			return m.drawn(now, v, pr)
 		}
@@ -369,9 +383,9 @@ func (m *model) enter(now int64, pressureTest bool, pr Priority) (Verdict, *mode
 			m.tripped = false
 			v.Events |= EventRecovered
 		}
-		m.takeToken(now)
+		took := m.takeToken(now)
 		v.Allowed = true
-		return v, m.forward(now, false)
+		return v, m.forwardTook(now, false, took)
 	}
 	if v.Sheddable {
 		return m.drawn(now, v, pr)
@@ -505,6 +519,31 @@ func (c *modelCall) exit(now int64, o Outcome) Events {
 		m.endDelay(now, c.rt)
 		return EventDelayEnded
 	}
+	return 0
+}
+
+// refused is Call.Refused: the admitted request counts as degraded in the
+// bucket of its Enter, gives its token back and frees its slots.
+func (c *modelCall) refused(now int64) Events {
+	if c == nil || c.done {
+		return 0
+	}
+	c.done = true
+	m := c.m
+	m.inflight--
+	if c.ad != nil {
+		c.ad.advance(now, c.as, m.inflight)
+	}
+	if c.gen == m.gen {
+		m.count(c.begin, Counts{Degraded: 1})
+		m.tokenAvailable(now)
+		m.credit += c.took
+	}
+	if !c.probe || !m.delay.active || c.gen != m.gen {
+		return 0
+	}
+	m.delay.probing = false
+	m.delay.nextProbe = now
 	return 0
 }
 
@@ -669,7 +708,7 @@ func steerTo(i int) {
 }
 
 // TestModel drives a Point and the model with the same long random
-// sequences of Enter, Timeout, Exit, Reconfigure and Snapshot at random,
+// sequences of Enter, Timeout, Exit, Refused, Reconfigure and Snapshot at random,
 // non-decreasing instants, and requires identical verdicts, events and
 // counts at every step.
 func TestModel(t *testing.T) {
@@ -686,6 +725,15 @@ func TestModel(t *testing.T) {
 			s.TimeoutThreshold, s.TimeoutCountThreshold = 100*time.Millisecond, At(3+r.Int64N(5))
 			s.DelayTime, s.RetryInterval = 300*time.Millisecond, 50*time.Millisecond
 			s.RecoveryTime, s.RecoveryStart = time.Duration(100+r.IntN(900))*time.Millisecond, At(r.Int64N(60))
+			return s
+		}},
+		{"tokens and refusals", 4000, func(r *rand.Rand) Settings {
+			// A small bucket, often empty, so that a token Refused gives
+			// back decides a later request.
+			var s Settings
+			s.Window, s.Buckets, s.Shards = time.Second, 10, 1+r.IntN(4)
+			s.TokensPerSecond, s.TokenBucketSize = At(5+r.Int64N(20)), bucketSize(r.Int64N(5))
+			s.VisitThreshold = []Threshold{{}, At(5 + r.Int64N(30))}[r.IntN(2)]
 			return s
 		}},
 		{"visit only", 3000, func(r *rand.Rand) Settings {
@@ -783,6 +831,12 @@ func runModel(t *testing.T, tc modelCase, seed uint64) {
 			logf("call %p: Timeout", c)
 			if got, want := c.c.Timeout(at), c.m.timeout(now); got != want {
 				t.Fatalf("%s: Timeout = %v, want %v", where(), got, want)
+			}
+		case x < 65: // Refused: a judge after the limiter turns the call away
+			c := calls[r.IntN(len(calls))]
+			logf("call %p: Refused", c)
+			if got, want := c.c.Refused(at), c.m.refused(now); got != want {
+				t.Fatalf("%s: Refused = %v, want %v", where(), got, want)
 			}
 		case x < 97: // Exit, sometimes twice
 			i := r.IntN(len(calls))

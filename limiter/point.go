@@ -253,6 +253,7 @@ func (p *Point) EnterPriority(c *Call, now time.Time, pressureTest bool, pr Prio
 			j.v.Events |= EventRecovered
 		}
 		p.start(c, st.win.record(cur, false), now, j.held, false)
+		c.took = j.took
 		j.v.Allowed = true
 		return j.v
 	}
@@ -479,10 +480,12 @@ func (p *Point) finish(c *Call, now time.Time, cur int64, j judgement, degrade b
 	st := p.st
 	v := j.v
 	if !degrade {
-		if !j.took && p.tokenInterval > 0 {
-			p.takeToken(now, p.tokenCapacity)
+		took := j.took
+		if !took && p.tokenInterval > 0 {
+			took = p.takeToken(now, p.tokenCapacity)
 		}
 		p.start(c, st.win.record(cur, false), now, false, false)
+		c.took = took
 		v.Allowed = true
 		return v
 	}
@@ -534,10 +537,9 @@ func (p *Point) enterDelay(c *Call, now time.Time, cur int64, pr Priority) (v Ve
 	if p.s.RetryInterval > 0 && !d.probing && !now.Before(d.nextProbe) {
 		d.probing = true
 		st.mu.Unlock()
-		if p.tokenInterval > 0 {
-			p.takeToken(now, p.tokenCapacity)
-		}
+		took := p.tokenInterval > 0 && p.takeToken(now, p.tokenCapacity)
 		p.start(c, st.win.record(cur, false), now, false, true)
+		c.took = took
 		v.Allowed, v.Probe = true, true
 		return v, true
 	}
@@ -641,6 +643,7 @@ type Call struct {
 	gen   uint64 // pointState.gen at Enter: counts are dropped after a clear
 	epoch uint32 // the adaptive limit's epoch at Enter: its time is a sample only in the same one
 	probe bool
+	took  bool // the request took a token when it was admitted
 	flags atomic.Uint32
 	// excluded is the time, in nanoseconds, that Exclude removed from the
 	// call's duration.
@@ -654,7 +657,7 @@ const (
 )
 
 func (c *Call) reset() {
-	c.p, c.slot, c.probe = nil, nil, false
+	c.p, c.slot, c.probe, c.took = nil, nil, false, false
 	c.flags.Store(0)
 	c.excluded.Store(0)
 }
@@ -739,6 +742,39 @@ func (c *Call) Exit(now time.Time, o Outcome) Events {
 		return 0
 	}
 	return p.probeDone(c.gen, now, o, timedOut)
+}
+
+// Refused ends a call that Enter admitted and a judge after the limiter
+// turned away (the fleet-wide token bucket): the request is counted as
+// degraded, not passed. Its visit, in the bucket of its Enter, becomes a
+// degraded one, so the visit strategy's visits-degraded and the exception
+// rate's passed visits leave it out; the token its admission took is given
+// back; its concurrency slot is freed, and a probe's slot too, as for a
+// canceled Exit (the next request may probe). No outcome is recorded and
+// no call duration is sampled. After a window clear (the Call's
+// generation is gone) only the slots are freed. Refused on a Call that
+// Enter did not fill, or after Exit or Refused, does nothing. It does not
+// allocate.
+func (c *Call) Refused(now time.Time) Events {
+	p := c.p
+	if p == nil || c.flags.Or(callDone)&callDone != 0 {
+		return 0
+	}
+	c.slot.Add(-1)
+	if ad := p.ad; ad != nil {
+		ad.advance(now, p)
+	}
+	st := p.st
+	if c.gen == st.gen.Load() {
+		st.win.degradeOne(st.win.bucket(c.begin))
+		if c.took {
+			st.tat.Add(-p.tokenInterval)
+		}
+	}
+	if !c.probe {
+		return 0
+	}
+	return p.probeDone(c.gen, now, Canceled, false)
 }
 
 // FailAfterExit counts an exception for a call that has already exited

@@ -238,6 +238,22 @@ func (w *window) add(s *shard, cur int64, degraded bool) {
 	}
 }
 
+// degradeOne turns one visit counted in bucket cur into a degraded one. It
+// may land in another shard than the visit did: only the sums over the
+// shards are read, and the published bound of passed visits stays an upper
+// bound. A bucket that has left the window is dropped, as its visit was.
+func (w *window) degradeOne(cur int64) {
+	s := w.lock()
+	if cur > s.head {
+		s.advance(w, cur)
+	}
+	if n := int64(len(s.ring)); cur > s.head-n {
+		s.ring[cur%n].degraded++
+		s.degraded++
+	}
+	s.mu.Unlock()
+}
+
 // passBound reports whether the window's bound proves that one more
 // passed request keeps visits-degraded, this request included, at or
 // below threshold. When it does not, the caller sums the shards.

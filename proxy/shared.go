@@ -21,8 +21,9 @@ type SharedBucket interface {
 // sharedEmpty handles a request the limiter admitted and the shared bucket
 // refused, and reports whether it answered it. In enforce mode the request
 // is degraded as cluster_token_bucket: its call is ended in the limiter as
-// canceled, which frees its concurrency slot (a probe's slot too: the next
-// request may probe) and counts no outcome; the window keeps it as a visit.
+// refused (limiter.Call.Refused), which counts its visit as degraded, gives
+// back a local token it took, frees its concurrency slot (a probe's slot
+// too: the next request may probe) and counts no outcome.
 // A shadow point's request is forwarded, marked would-be degraded, and
 // sharedEmpty reports false.
 func (h *Handler) sharedEmpty(w http.ResponseWriter, r *http.Request, c *call, now time.Time) bool {
@@ -31,7 +32,7 @@ func (h *Handler) sharedEmpty(w http.ResponseWriter, r *http.Request, c *call, n
 		c.verdict.Shadow = true
 		return false
 	}
-	c.lim.Exit(now, limiter.Canceled)
+	c.lim.Refused(now)
 	c.verdict.Allowed, c.verdict.Delay, c.verdict.Probe = false, false, false
 	status := c.point.fallback.serve(w, r, verdictReason(c.verdict))
 	c.metrics.degraded.Inc()

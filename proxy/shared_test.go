@@ -24,7 +24,8 @@ func (f *fakeShared) Take(time.Time) bool {
 
 // TestSharedBucket: the shared bucket is judged after the limiter admits
 // a request. Its refusal answers the fallback as cluster_token_bucket
-// (429, Retry-After), frees the concurrency slot, and is counted in
+// (429, Retry-After), frees the concurrency slot, gives the local token
+// back, counts the visit as degraded in the window, and is counted in
 // sds_degraded_total; a request the local strategies degrade takes no
 // shared token; a shadow point forwards the refused request, marked.
 func TestSharedBucket(t *testing.T) {
@@ -46,8 +47,9 @@ func TestSharedBucket(t *testing.T) {
 		degraded string
 	}{
 		{200, ""}, {200, ""}, // two shared tokens
-		{429, "cluster_token_bucket; point=p"}, // local token 3 taken, shared empty
-		{429, "token_bucket; point=p"},         // local bucket empty: no shared token asked
+		{429, "cluster_token_bucket; point=p"}, // local token 3 taken, shared empty: given back
+		{429, "cluster_token_bucket; point=p"}, // so local token 3 is there again
+		{429, "cluster_token_bucket; point=p"},
 	} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
@@ -58,11 +60,26 @@ func TestSharedBucket(t *testing.T) {
 			t.Errorf("request %d: a 429 without Retry-After", i)
 		}
 	}
-	if got := shared.takes.Load(); got != 3 {
-		t.Errorf("shared Takes: got %d, want 3 (none for the locally degraded request)", got)
+	if got := shared.takes.Load(); got != 5 {
+		t.Errorf("shared Takes: got %d, want 5", got)
 	}
-	if calls != 2 {
-		t.Errorf("upstream calls: got %d, want 2", calls)
+	// The refused requests are degraded visits: a visit threshold or an
+	// exception rate counting passed visits leaves them out.
+	if c, _ := rpCounts(p, time.Now()); c.Visits != 5 || c.Degraded != 3 {
+		t.Errorf("window: got %d visits, %d degraded, want 5 and 3", c.Visits, c.Degraded)
+	}
+	// With the shared bucket refilled, the local bucket still holds the
+	// token the refusals gave back, and no more.
+	shared.tokens.Store(10)
+	for i, want := range []int{200, 429} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
+		if rec.Code != want {
+			t.Errorf("after the refill, request %d: got %d %q, want %d", i, rec.Code, rec.Header().Get("Sds-Degraded"), want)
+		}
+	}
+	if calls != 3 {
+		t.Errorf("upstream calls: got %d, want 3", calls)
 	}
 	// The concurrency threshold is 1: had the refused request kept its
 	// slot, nothing more would pass. One more shared token lets one more
@@ -75,10 +92,10 @@ func TestSharedBucket(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		{"sds_degraded_total", map[string]string{"point": "p", "strategy": "cluster_token_bucket"}, 1},
+		{"sds_degraded_total", map[string]string{"point": "p", "strategy": "cluster_token_bucket"}, 3},
 		{"sds_degraded_total", map[string]string{"point": "p", "strategy": "token_bucket"}, 1},
-		{"sds_requests_total", map[string]string{"point": "p", "result": "degraded"}, 2},
-		{"sds_requests_total", map[string]string{"point": "p", "result": "proxied"}, 2},
+		{"sds_requests_total", map[string]string{"point": "p", "result": "degraded"}, 4},
+		{"sds_requests_total", map[string]string{"point": "p", "result": "proxied"}, 3},
 	} {
 		if got := rpMetric(t, reg, m.name, m.labels); got != m.want {
 			t.Errorf("%s%v: got %v, want %v", m.name, m.labels, got, m.want)
