@@ -166,6 +166,19 @@ func (l *lineLog) find(from int, timeout time.Duration, exited <-chan struct{}, 
 	}
 }
 
+// after returns the index just past the last line that matches, now; 0
+// when none does.
+func (l *lineLog) after(match func(string) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.lines) - 1; i >= 0; i-- {
+		if match(l.lines[i]) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // count returns how many lines at index from or later match, now.
 func (l *lineLog) count(from int, match func(string) bool) int {
 	l.mu.Lock()
