@@ -95,7 +95,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	onServing := func(proxyAddr, adminAddr string) {
 		walk := newWalkThrough(file, "http://"+ln.Addr().String(), "http://"+loopback(proxyAddr), "http://"+loopback(adminAddr), configPath, *path == "")
-		demoHelp.Execute(stdout, walk)
+		io.WriteString(stdout, walk.text())
 	}
 	runArgs := []string{"-config", configPath, "-listen", addrs.proxy, "-admin", addrs.admin, "-upstream", "http://" + ln.Addr().String()}
 	err = runProxy(ctx, runArgs, stderr, onServing)

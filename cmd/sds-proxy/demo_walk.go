@@ -1,9 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/config"
@@ -107,55 +107,75 @@ func newWalkThrough(file *config.File, service, proxy, admin, configPath string,
 	return w
 }
 
-// demoHelp prints a walkThrough. Its last line starts "Watch it happen".
-var demoHelp = template.Must(template.New("demo").Funcs(template.FuncMap{"ordinal": ordinal}).Parse(strings.TrimLeft(`
-sds-proxy demo is running. Open the dashboard first: {{.Admin}}/
-It shows each point's state and counts live (also {{.Admin}}/status and /metrics).
+// statusCodes is curl's option that prints each answer's status code and
+// a space.
+const statusCodes = "-w '%{http_code} '"
 
-  proxy         {{.Proxy}}   send requests here
-  demo service  {{.Service}}   the upstream; {{.Service}}/_control changes it live
-  config        {{.Config}}   {{if .BuiltIn}}a copy of the built-in example: {{end}}edit it, changes apply within a second
-
-Degraded answers carry Sds-Degraded: STRATEGY; point=NAME, and never reach the service.
-Counts are kept over a sliding window of {{.Window}}: a point recovers as its trips age out.
-{{with .Read}}
-orders.read allows {{.Visit}} visits per window; the next ones get 429 (visit):
-  for i in $(seq {{.Loop}}); do curl -s -o /dev/null -w '%{http_code} ' {{$.Proxy}}/api/orders; done; echo
-{{- if .PressureHeader}}
-Pressure-test traffic (the {{.PressureHeader}} header) is degraded at once (pressure_test):
-  curl -si -H '{{.PressureHeader}}: 1' {{$.Proxy}}/api/orders | grep -E '^HTTP|^Sds-Degraded'
-{{- end}}
-{{end}}
-{{- with .Create}}
-orders.create is a token bucket of {{.Rate}} per second holding {{.Size}}: quick POSTs beyond the
-{{.Size}} tokens get 429 (token_bucket), and the bucket refills as you wait:
-  for i in $(seq {{.Loop}}); do curl -s -o /dev/null -w '%{http_code} ' -X POST {{$.Proxy}}/api/orders; done; echo
-{{end}}
-{{- with .Slow}}
-slow counts a call over {{.Timeout}} as a timeout (the service takes 500ms); the {{ordinal .Count}} trips it
-(timeout){{if .Delay}}, and it stays degraded for {{.Delay}}{{if .Retry}}, letting one probe through every {{.Retry}}{{end}}{{end}}:
-  for i in $(seq {{.Loop}}); do curl -si {{$.Proxy}}/api/slow | grep -E '^HTTP|^Sds-Degraded'; done
-Make the service fast again{{if .Retry}}, and the next probe ends the delay{{end}}:
-  curl -s '{{$.Service}}/_control?slowLatency=10ms'
-{{end}}
-{{- with .Flaky}}
-flaky fails half its calls (500); the {{ordinal .Exceptions}} exception in the window trips it (exception),
-and {{.DowngradeRate}}% of the tripped calls get 503 while the rest still try the service:
-  for i in $(seq {{.Loop}}); do curl -s -o /dev/null -w '%{http_code} ' {{$.Proxy}}/api/flaky; done; echo
-Heal it, and it recovers as the failures leave the window:
-  curl -s '{{$.Service}}/_control?errorRate=0'
-{{end}}
-{{- with .Shadow}}
-{{.Name}} (any other path) is in shadow mode: past {{.Visit}} visits per window it would degrade,
-but every answer still comes from the service, marked Sds-Shadow-Degraded instead:
-  for i in $(seq {{.Loop}}); do curl -s -o /dev/null -D - {{$.Proxy}}/hello | grep -i '^Sds-Shadow'; done | sort | uniq -c
-Switch it to mode: enforce in the config, and the same loop gets 429s.
-{{end}}
-{{- if .Others}}
-Other points of this config: {{.Others}}. Send requests to their routes.
-{{end}}
-Watch it happen: {{.Admin}}/   Stop with Ctrl-C.
-`, "\n")))
+// text returns the walk-through as demo prints it: the addresses, then a
+// section per non-nil point, each after a blank line, then the other
+// points. Its last line starts "Watch it happen".
+func (w walkThrough) text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sds-proxy demo is running. Open the dashboard first: %s/\n", w.Admin)
+	fmt.Fprintf(&b, "It shows each point's state and counts live (also %s/status and /metrics).\n\n", w.Admin)
+	fmt.Fprintf(&b, "  proxy         %s   send requests here\n", w.Proxy)
+	fmt.Fprintf(&b, "  demo service  %s   the upstream; %s/_control changes it live\n", w.Service, w.Service)
+	builtIn := ""
+	if w.BuiltIn {
+		builtIn = "a copy of the built-in example: "
+	}
+	fmt.Fprintf(&b, "  config        %s   %sedit it, changes apply within a second\n\n", w.Config, builtIn)
+	b.WriteString("Degraded answers carry Sds-Degraded: STRATEGY; point=NAME, and never reach the service.\n")
+	fmt.Fprintf(&b, "Counts are kept over a sliding window of %s: a point recovers as its trips age out.\n", w.Window)
+	if r := w.Read; r != nil {
+		fmt.Fprintf(&b, "\norders.read allows %d visits per window; the next ones get 429 (visit):\n", r.Visit)
+		fmt.Fprintf(&b, "  for i in $(seq %d); do curl -s -o /dev/null %s %s/api/orders; done; echo\n", r.Loop, statusCodes, w.Proxy)
+		if r.PressureHeader != "" {
+			fmt.Fprintf(&b, "Pressure-test traffic (the %s header) is degraded at once (pressure_test):\n", r.PressureHeader)
+			fmt.Fprintf(&b, "  curl -si -H '%s: 1' %s/api/orders | grep -E '^HTTP|^Sds-Degraded'\n", r.PressureHeader, w.Proxy)
+		}
+	}
+	if c := w.Create; c != nil {
+		fmt.Fprintf(&b, "\norders.create is a token bucket of %d per second holding %d: quick POSTs beyond the\n", c.Rate, c.Size)
+		fmt.Fprintf(&b, "%d tokens get 429 (token_bucket), and the bucket refills as you wait:\n", c.Size)
+		fmt.Fprintf(&b, "  for i in $(seq %d); do curl -s -o /dev/null %s -X POST %s/api/orders; done; echo\n", c.Loop, statusCodes, w.Proxy)
+	}
+	if s := w.Slow; s != nil {
+		fmt.Fprintf(&b, "\nslow counts a call over %s as a timeout (the service takes 500ms); the %s trips it\n(timeout)", s.Timeout, ordinal(s.Count))
+		if s.Delay != 0 {
+			fmt.Fprintf(&b, ", and it stays degraded for %s", s.Delay)
+			if s.Retry != 0 {
+				fmt.Fprintf(&b, ", letting one probe through every %s", s.Retry)
+			}
+		}
+		b.WriteString(":\n")
+		fmt.Fprintf(&b, "  for i in $(seq %d); do curl -si %s/api/slow | grep -E '^HTTP|^Sds-Degraded'; done\n", s.Loop, w.Proxy)
+		b.WriteString("Make the service fast again")
+		if s.Retry != 0 {
+			b.WriteString(", and the next probe ends the delay")
+		}
+		b.WriteString(":\n")
+		fmt.Fprintf(&b, "  curl -s '%s/_control?slowLatency=10ms'\n", w.Service)
+	}
+	if f := w.Flaky; f != nil {
+		fmt.Fprintf(&b, "\nflaky fails half its calls (500); the %s exception in the window trips it (exception),\n", ordinal(f.Exceptions))
+		fmt.Fprintf(&b, "and %d%% of the tripped calls get 503 while the rest still try the service:\n", f.DowngradeRate)
+		fmt.Fprintf(&b, "  for i in $(seq %d); do curl -s -o /dev/null %s %s/api/flaky; done; echo\n", f.Loop, statusCodes, w.Proxy)
+		b.WriteString("Heal it, and it recovers as the failures leave the window:\n")
+		fmt.Fprintf(&b, "  curl -s '%s/_control?errorRate=0'\n", w.Service)
+	}
+	if s := w.Shadow; s != nil {
+		fmt.Fprintf(&b, "\n%s (any other path) is in shadow mode: past %d visits per window it would degrade,\n", s.Name, s.Visit)
+		b.WriteString("but every answer still comes from the service, marked Sds-Shadow-Degraded instead:\n")
+		fmt.Fprintf(&b, "  for i in $(seq %d); do curl -s -o /dev/null -D - %s/hello | grep -i '^Sds-Shadow'; done | sort | uniq -c\n", s.Loop, w.Proxy)
+		b.WriteString("Switch it to mode: enforce in the config, and the same loop gets 429s.\n")
+	}
+	if w.Others != "" {
+		fmt.Fprintf(&b, "\nOther points of this config: %s. Send requests to their routes.\n", w.Others)
+	}
+	fmt.Fprintf(&b, "\nWatch it happen: %s/   Stop with Ctrl-C.\n", w.Admin)
+	return b.String()
+}
 
 // ordinal returns n as 1st, 2nd, 3rd, 4th ... 11th, 12th, 13th, 21st.
 func ordinal(n int64) string {
