@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,9 @@ func TestRoutePriority(t *testing.T) {
 // those; the ratio follows the ramp after a delay, on the Handler's clock.
 func TestProtectionGauges(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
+	// The handler's clock is read by its background loop too.
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
 	ramp := rpPoint(t, "ramp", func(s *limiter.Settings) {
 		s.ExceptionThreshold, s.DelayTime = limiter.At(1), time.Second
 		s.RecoveryTime, s.RecoveryStart = 10*time.Second, limiter.At(20)
@@ -64,7 +68,7 @@ func TestProtectionGauges(t *testing.T) {
 		s.AdaptiveConcurrency = limiter.AdaptiveConcurrency{On: true, MinLimit: 4}
 	}, proxy.PointOptions{})
 	plain := rpPoint(t, "plain", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(10) }, proxy.PointOptions{})
-	_, reg := rpHandler(t, rpConfig(rpFakeUpstream, ramp, adaptive, plain), proxy.Options{Transport: rpOK, Now: func() time.Time { return now }})
+	_, reg := rpHandler(t, rpConfig(rpFakeUpstream, ramp, adaptive, plain), proxy.Options{Transport: rpOK, Now: func() time.Time { return time.Unix(0, clock.Load()) }})
 	gauge := func(name, point string) float64 { return rpMetric(t, reg, name, map[string]string{"point": point}) }
 	if got := gauge("sds_adaptive_concurrency_limit", "adaptive"); got != 4 {
 		t.Errorf("adaptive limit %v, want 4 (minLimit while the minimum latency is measured)", got)
@@ -80,8 +84,8 @@ func TestProtectionGauges(t *testing.T) {
 	var c limiter.Call
 	ramp.Limiter().Enter(&c, now, false)
 	c.Exit(now, limiter.Failed)
-	ramp.Limiter().Enter(&c, now, false) // trips; the delay ends at +1s
-	now = now.Add(6 * time.Second)       // half the ramp: 20% + 80%/2
+	ramp.Limiter().Enter(&c, now, false)             // trips; the delay ends at +1s
+	clock.Store(now.Add(6 * time.Second).UnixNano()) // half the ramp: 20% + 80%/2
 	if got := gauge("sds_recovery_admitted_ratio", "ramp"); got != 0.6 {
 		t.Errorf("recovery ratio %v half-way, want 0.6", got)
 	}

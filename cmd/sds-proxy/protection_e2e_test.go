@@ -144,16 +144,19 @@ func TestRecoveryRamp(t *testing.T) {
 	})
 }
 
-// TestPriorityShedding: at twice a point's visit threshold, 55% of it
+// TestPriorityShedding: at twice a point's visit threshold, most of it
 // sheddable, the critical requests are never degraded and the sheddable
 // ones take the degradations, answered with "; priority=sheddable".
 //
-// The critical traffic is 90% of the threshold. Critical traffic at the
-// whole threshold would sit on its boundary (any two requests bunched by
-// the scheduler would make it 101 in the window), and a threshold is
-// shared: sheddable requests keep what they took before critical ones
-// came, so the critical traffic starts first, as it would be running when
-// a sheddable surge arrives.
+// A threshold is one shared count: sheddable requests may hold up to
+// sheddableShare of it, taken while critical traffic paused (a stalled
+// client, a scheduler on a busy machine), and keep it for a window. So
+// critical traffic is guaranteed its capacity when its rate fits beside
+// the share: 55/s of critical beside a 40% share of 100 leaves 5 to spare
+// for bunching, whatever the order in which the two arrive. (Critical
+// traffic at the whole threshold would sit on its boundary; an earlier
+// version of this test at 90/s beside 80% degraded 14 critical requests
+// on a loaded machine.)
 func TestPriorityShedding(t *testing.T) {
 	t.Parallel()
 	e := setup(t, "1s", 10, `routes:
@@ -162,13 +165,12 @@ func TestPriorityShedding(t *testing.T) {
 points:
   p:
     visitThreshold: 100
-    sheddableShare: 80
+    sheddableShare: 40
 `)
-	critical := e.pace("/critical", time.Second/90, 1500*time.Millisecond) // alone first
-	var shed []outcome
+	var critical, shed []outcome
 	var wg sync.WaitGroup
-	wg.Go(func() { critical = append(critical, e.pace("/critical", time.Second/90, 4*time.Second)...) })
-	wg.Go(func() { shed = e.pace("/shed", time.Second/110, 4*time.Second) })
+	wg.Go(func() { critical = e.pace("/critical", time.Second/55, 5*time.Second) })
+	wg.Go(func() { shed = e.pace("/shed", time.Second/145, 5*time.Second) })
 	wg.Wait()
 	count := func(os []outcome) (degraded int, headers map[string]int) {
 		headers = map[string]int{}
@@ -186,8 +188,8 @@ points:
 	if cd != 0 {
 		t.Errorf("critical requests degraded: %d of %d (%v), want none", cd, len(critical), ch)
 	}
-	if len(shed) < 200 || sd < len(shed)*8/10 {
-		t.Errorf("sheddable requests degraded: %d of %d, want at least 80%%", sd, len(shed))
+	if len(shed) < 300 || sd < len(shed)*7/10 {
+		t.Errorf("sheddable requests degraded: %d of %d, want at least 70%%", sd, len(shed))
 	}
 	if n := sh["429 visit; point=p; priority=sheddable"]; n < sd*9/10 {
 		t.Errorf("sheddable degradations marked priority=sheddable: %d of %d (%v)", n, sd, sh)
