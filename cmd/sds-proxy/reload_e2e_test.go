@@ -313,19 +313,23 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 	}
 }
 
+// settleTime is how long the watcher waits for an empty or invalid file to
+// be written (config/watch.go).
+const settleTime = 250 * time.Millisecond
+
 // TestWatchTruncatingWriter writes the file the way `>` in a shell does:
 // truncated, and the new content later: once the proxy has opened the
 // empty file (seen by inotify), so that every round goes through the
 // watcher's settle time (250ms), and a loaded machine can neither skip it
 // (a write before the read) nor outlast it by much (the write follows the
-// read at once). The empty file is never rejected, and the new content
-// applies. Rounds of an editor's rename first measure the time for an edit
-// to apply by the watch.
+// read at once). The empty file is not rejected when its content comes
+// within the settle time, and the new content applies. Rounds of an
+// editor's rename first measure the time for an edit to apply by the
+// watch.
 func TestWatchTruncatingWriter(t *testing.T) {
 	t.Parallel()
 	e := setup(t, "10s", 10, watchBody("0"))
 	header := configHeader(e.upstream, "10s", 10)
-	mark := e.proxy.stderr.mark()
 
 	// An editor's rename, for the time an edit takes to apply by the watch.
 	// Once one applied, the watcher's first read, at its start, is over:
@@ -338,8 +342,10 @@ func TestWatchTruncatingWriter(t *testing.T) {
 
 	took = took[:0]
 	var empty []time.Duration
+	late := 0 // rounds whose content came after the settle time
 	for i := range 5 {
 		v := []string{"0", "1000"}[i%2] // the renames left 1000
+		round := e.proxy.stderr.mark()
 		start := time.Now()
 		f, err := os.OpenFile(e.config, os.O_WRONLY|os.O_TRUNC, 0)
 		if err != nil {
@@ -350,6 +356,7 @@ func TestWatchTruncatingWriter(t *testing.T) {
 			t.Fatalf("round %d: the proxy did not read the truncated file within %v", i+1, wait)
 		}
 		empty = append(empty, time.Since(start))
+		writtenAfter := time.Since(start)
 		_, err = f.WriteString(header + watchBody(v))
 		if err := errors.Join(err, f.Close()); err != nil {
 			t.Fatal(err)
@@ -358,12 +365,23 @@ func TestWatchTruncatingWriter(t *testing.T) {
 			t.Fatalf("round %d: visitThreshold %s not applied within %v", i+1, v, wait)
 		}
 		took = append(took, time.Since(start))
+		// A writer slower than the settle time is rejected, rightly: the
+		// file stayed empty that long. Only this test's own stalls on a
+		// loaded machine make it so (seeing the proxy's open took 779ms
+		// once); such a round is counted, not failed.
+		if n := e.proxy.countLog(round, msgStarts("config rejected")); n != 0 {
+			if writtenAfter < settleTime {
+				t.Errorf("round %d: %d \"config rejected\" lines for a file written %v after its truncation, want none", i+1, n, writtenAfter)
+			}
+			late += n
+			t.Logf("round %d: written %v after the truncation, past the settle time: rejected, and the content applied after", i+1, writtenAfter)
+		}
 	}
 	t.Logf("truncated, read empty by the proxy after %v, applied after %v (median %v)", empty, took, median(took))
-	if n := e.proxy.countLog(mark, msgStarts("config rejected")); n != 0 {
-		t.Errorf("%d \"config rejected\" lines for a file read while empty, want none", n)
+	if late == 5 {
+		t.Errorf("every round was late: the settle time was never tested")
 	}
-	e.metricIs(0, "sds_config_reloads_total", "result", "failure")
+	e.metricIs(float64(late), "sds_config_reloads_total", "result", "failure")
 }
 
 // TestReloadRefusedByTheProcess: a file that validates but that the
