@@ -79,7 +79,7 @@ func TestQueueGivesUp(t *testing.T) {
 		if st := h.Stats().Queue; st.Waiting != 0 || st.Busy != 1 {
 			t.Errorf("stats %+v, want the canceled request gone", st)
 		}
-		time.Sleep(100 * time.Millisecond) // synctest's clock: the first request ends
+		time.Sleep(100 * time.Millisecond) // fake time: the first request ends
 		synctest.Wait()
 		if st := h.Stats().Queue; st.Busy != 0 {
 			t.Errorf("stats %+v, want no worker busy", st)
