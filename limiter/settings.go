@@ -290,6 +290,33 @@ func (p Policy) DowngradePercent() int {
 	return 100
 }
 
+// Judges reports whether the policy can degrade a request by strategy s:
+// whether s is on. ClusterTokenBucket is judged outside the limiter, so
+// Judges is false for it.
+func (p Policy) Judges(s Strategy) bool {
+	switch s {
+	case PressureTest:
+		return p.PressureTestDowngrade
+	case Recovery:
+		return p.RecoveryTime > 0
+	case Visit:
+		return p.VisitThreshold.on
+	case TokenBucket:
+		return p.TokensPerSecond.on
+	case Concurrent:
+		return p.ConcurrentThreshold.on
+	case Adaptive:
+		return p.AdaptiveConcurrency.On
+	case Timeout:
+		return p.TimeoutThreshold > 0 && p.TimeoutCountThreshold.on
+	case Exception:
+		return p.ExceptionThreshold.on
+	case ExceptionRate:
+		return p.ExceptionRateThreshold.on
+	}
+	return false
+}
+
 // Settings are a point's window shape and Policy. The zero Settings is
 // every strategy off with the default window.
 type Settings struct {

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -89,6 +90,33 @@ func TestPolicyCheck(t *testing.T) {
 		}
 		if s := (Settings{Policy: tt.p}); (s.Check() == nil) != (err == nil) {
 			t.Errorf("%s: Settings.Check() = %v, Policy.Check() = %v, want both nil or neither", tt.name, s.Check(), err)
+		}
+	}
+}
+
+// TestPolicyJudges: a strategy is judged exactly when the point gives a
+// reading for it (the readings that are always there once on: visit to
+// exception rate), on random policies; pressure tests and the ramp follow
+// their own switches, and the fleet-wide bucket is never the limiter's.
+func TestPolicyJudges(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	for range 2000 {
+		s := randomSettings(r)
+		p := mustPoint(t, s)
+		read := map[Strategy]bool{}
+		for _, rd := range p.Snapshot(t0).Status.Readings {
+			read[rd.Strategy] = true
+		}
+		for st := Visit; st <= ExceptionRate; st++ {
+			if got := s.Judges(st); got != read[st] {
+				t.Fatalf("%+v: Judges(%v) = %v, but a reading is there: %v", s.Policy, st, got, read[st])
+			}
+		}
+		if s.Judges(PressureTest) != s.PressureTestDowngrade || s.Judges(Recovery) != (s.RecoveryTime > 0) {
+			t.Fatalf("%+v: Judges(pressure_test, recovery) = %v, %v", s.Policy, s.Judges(PressureTest), s.Judges(Recovery))
+		}
+		if s.Judges(ClusterTokenBucket) {
+			t.Fatalf("%+v: Judges(cluster_token_bucket) = true", s.Policy)
 		}
 	}
 }

@@ -942,6 +942,9 @@ func TestPressureTest(t *testing.T) {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			wantStatus, wantHeader, wantCount := 200, "", 0.0
+			if !tt.downgrade {
+				wantCount = -1 // no series for a strategy the point does not have
+			}
 			if tt.degraded {
 				wantStatus, wantHeader, wantCount = 503, "pressure_test; point=p", 1
 			}

@@ -460,12 +460,17 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 	batches := make([]seriesBatch, len(points))
 	for i, pm := range points {
 		b := &batches[i]
+		p := inForce[pm.name]
+		judged := p.judged()
 		for _, k := range countOrder {
-			s := b.add(countSeries[k].desc, pm.pointLabel, countSeries[k].label, pm.counts[k].value())
+			v := pm.counts[k].value()
+			if v == 0 && judged&(1<<countStrategyOf(k)) == 0 {
+				continue // a strategy the point does not have: no series until it counts
+			}
+			s := b.add(countSeries[k].desc, pm.pointLabel, countSeries[k].label, v)
 			s.counter.CreatedTimestamp = pm.created
 			ch <- s
 		}
-		p := inForce[pm.name]
 		if p == nil {
 			continue
 		}
@@ -501,6 +506,39 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- s
 		}
 	}
+}
+
+// countStrategyOf returns the strategy of counter k when k is one of
+// sds_degraded_total's or sds_shadow_degraded_total's, else 0.
+func countStrategyOf(k int) limiter.Strategy {
+	switch {
+	case k > countStrategy && k <= countStrategy+int(limiter.LastStrategy):
+		return limiter.Strategy(k - countStrategy)
+	case k > countShadowStrategy && k <= countShadowStrategy+int(limiter.LastStrategy):
+		return limiter.Strategy(k - countShadowStrategy)
+	}
+	return 0
+}
+
+// judged returns the set of strategies whose degraded series are reported
+// for p while they are 0, as a bit mask by Strategy, with bit 0 (a counter
+// that is no strategy's) always set: a strategy's bit is set only when p
+// is in force (p != nil) and has the strategy on. A strategy's series
+// appears once it counts and stays, so that a reload that turns the
+// strategy off does not reset it; at 10,000 points with one strategy each
+// this reports 2 degraded series per point instead of 2 × every strategy.
+func (p *Point) judged() uint64 {
+	mask := uint64(1)
+	if p == nil {
+		return mask
+	}
+	policy := p.lim.Settings().Policy
+	for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
+		if policy.Judges(s) || s == limiter.ClusterTokenBucket && p.shared != nil {
+			mask |= 1 << s
+		}
+	}
+	return mask
 }
 
 // countOrder lists the indexes of a point's counters other than its

@@ -16,10 +16,17 @@ import (
 // points' counters exactly as client library CounterVecs with the same
 // names, help, labels and counts would (every series present from the
 // start, a point's kept after it leaves the config), each with a created
-// timestamp, and the gauges of the points in force only.
+// timestamp, and the gauges of the points in force only. A strategy's
+// degraded series are there from the start only on a point in force that
+// has the strategy on; otherwise once they count.
 func TestPointSeriesMatchClientCounters(t *testing.T) {
+	judged := map[string]limiter.Strategy{"orders": limiter.Visit}
 	newPoint := func(name string) *Point {
-		lim, err := limiter.NewPoint(name, limiter.Settings{})
+		var s limiter.Settings
+		if judged[name] == limiter.Visit {
+			s.VisitThreshold = limiter.At(5)
+		}
+		lim, err := limiter.NewPoint(name, s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,8 +74,13 @@ func TestPointSeriesMatchClientCounters(t *testing.T) {
 		add(pm.bodyErrors, errors.WithLabelValues(name, errorBody), 0)
 		add(pm.timeouts, timeouts.WithLabelValues(name), n+1)
 		for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
-			add(pm.strategyCounter(s), degraded.WithLabelValues(name, s.String()), int(s)*n)
-			add(pm.shadowStrategyCounter(s), shadow.WithLabelValues(name, s.String()), (int(s)+n)%3)
+			addStrategy := func(c *counter, vec *prometheus.CounterVec, times int) {
+				if times > 0 || judged[name] == s {
+					add(c, vec.WithLabelValues(name, s.String()), times)
+				}
+			}
+			addStrategy(pm.strategyCounter(s), degraded, int(s)*n)
+			addStrategy(pm.shadowStrategyCounter(s), shadow, (int(s)+n)%3)
 		}
 	}
 
