@@ -1,5 +1,6 @@
 // Command ratios reads the peer harness's results.tsv files and prints, for
-// each run, sds-proxy's figures against go-bare's (a bare
+// each run, the figures of the proxy it measured (sds-proxy in a setup of
+// bench/run, or bench/floor) against go-bare's (a bare
 // httputil.ReverseProxy) measured in the same run: the targets.
 //
 //	go run ./bench/ratios RESULTS/all/results.tsv RESULTS/degraded/results.tsv ...
@@ -68,6 +69,10 @@ func read(path string) (run, error) {
 	return r, sc.Err()
 }
 
+// harnessTargets are the targets every harness run measures beside the
+// proxy under test.
+var harnessTargets = map[string]bool{"direct": true, "nginx": true, "haproxy": true, "go-bare": true}
+
 func num(s string) float64 {
 	x, err := strconv.ParseFloat(s, 64)
 	if err != nil {
@@ -112,7 +117,7 @@ func main() {
 		conns, rate := r["conns"], r["rate"]
 		bare := conns["go-bare"]
 		for target, c := range conns {
-			if !strings.HasPrefix(target, "sds") {
+			if harnessTargets[target] || strings.HasPrefix(target, "traefik") {
 				continue
 			}
 			added, bareAdded := math.NaN(), math.NaN()
