@@ -415,8 +415,13 @@ func TestAdaptiveConcurrency(t *testing.T) {
 	if none.p99() < 10*base {
 		t.Errorf("no limit: p99 %v, want the queue to grow it past 10x the unloaded %v", none.p99(), base)
 	}
-	if medianBefore < capacity/2 || medianBefore > 3*capacity {
-		t.Errorf("adaptive limit median %.0f at capacity %d, want from %d to %d", medianBefore, capacity, capacity/2, 3*capacity)
+	// The limit settles near 1.25C + sqrt(1.25C) on a quiet machine (17 at
+	// C = 10). Under the race detector beside other packages' tests the
+	// sampled RTTs are noisier and it has settled as high as 32 (max 40)
+	// with goodput and p99 still as good: the bound is 4C, far under the
+	// default maxLimit, and goodput and p99 are held to theirs below.
+	if medianBefore < capacity/2 || medianBefore > 4*capacity {
+		t.Errorf("adaptive limit median %.0f at capacity %d, want from %d to %d", medianBefore, capacity, capacity/2, 4*capacity)
 	}
 	if adaptive.goodput() < 0.75*best.goodput() {
 		t.Errorf("adaptive goodput %.0f/s, want at least 75%% of the best fixed threshold's %.0f/s", adaptive.goodput(), best.goodput())
