@@ -119,8 +119,19 @@ func watchConfig(logger *zap.Logger, path string) {
 		logger.Fatal("watch", zap.Error(err))
 	}
 	go func() {
-		for range watcher.Events {
-			read()
+		for {
+			select {
+			case _, ok := <-watcher.Events:
+				if !ok {
+					return
+				}
+				read()
+			case err, ok := <-watcher.Errors:
+				if !ok {
+					return
+				}
+				logger.Warn("watch", zap.Error(err))
+			}
 		}
 	}()
 }
