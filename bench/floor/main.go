@@ -3,11 +3,11 @@
 // least use a proxy makes of it: zap logs the start, yaml.v3 reads a config,
 // fsnotify watches it, client_golang counts requests and serves /metrics, and
 // certmagic serves TLS when -tls-domain is given (linked whether or not it
-// is). It proxies exactly as go-bare does.
+// is). It proxies as go-bare does, with one counter increment per answer.
 //
-// It is the memory floor of the design: whatever sds-proxy does on top of
-// it, its peak RSS cannot fall below this program's, because most of that
-// is the binary's own pages mapped at start-up. bench/run measures it beside
+// It is the memory floor of the design: a proxy linked with these
+// dependencies starts from this program's peak RSS, most of which is the
+// binary's own pages mapped at start-up, before it does anything of its own. bench/run measures it beside
 // sds-proxy and go-bare (setup floor); docs/benchmarks.md has the figures.
 package main
 
