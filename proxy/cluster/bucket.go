@@ -12,8 +12,9 @@ import (
 // use and never waits; the rest of its state belongs to the Client's loop.
 //
 // The error bound (README, "Fleet-wide budgets"): every token a proxy
-// spends was granted by Redis, or spent on credit and charged at its next
-// call, so over any span T the proxies together admit at most
+// spends was granted by Redis, or spent on credit or on the local share
+// before its first lease and charged at its next call, so over any span T
+// the proxies together admit at most
 // size + TokensPerSecond×T + the credit outstanding, and the credit each
 // proxy may spend is at most the shared level its last answer showed,
 // divided by Replicas (so at most size across Replicas proxies; 0 while the
@@ -34,6 +35,11 @@ type Bucket struct {
 	asked  atomic.Int64
 	// poked: Take asked the loop for an early call since the last one.
 	poked atomic.Bool
+	// owed counts the tokens taken on the local share while Redis was not
+	// known to be down (before the bucket's first lease, or past its
+	// expiry): the next call charges them to the shared bucket. It is
+	// cleared when Redis fails, since the share is then the fallback.
+	owed atomic.Int64
 
 	// The local share while Redis fails: a GCRA of TokensPerSecond ÷
 	// Replicas tokens per second holding max(1, size ÷ Replicas). tat is
@@ -68,25 +74,43 @@ func (b *Bucket) Name() string { return b.name }
 
 // Take takes one token at now and reports whether there was one. While
 // Redis answers it spends the lease, then the credit; otherwise, or when
-// the lease is older than LeaseTTL, it counts on the local share. It never
+// the lease is older than LeaseTTL, it counts on the local share. A token
+// of the share taken while Redis is not known to be down (the proxy has
+// just started, or a reload added the bucket) is owed to the shared
+// bucket, and the loop is asked for its first lease at once. It never
 // waits and does not allocate.
 func (b *Bucket) Take(now time.Time) bool {
 	b.asked.Add(1)
-	if b.c.state.Load() != stateUp || now.UnixNano() >= b.expiry.Load() {
-		return b.takeLocal(now.UnixNano())
+	state := b.c.state.Load()
+	if state != stateUp || now.UnixNano() >= b.expiry.Load() {
+		if !b.takeLocal(now.UnixNano()) {
+			return false
+		}
+		if state != stateDown {
+			b.owed.Add(1)
+			if state == stateUp {
+				b.pokeLoop()
+			}
+		}
+		return true
 	}
 	n := b.held.Add(-1)
 	if n >= 0 {
 		return true
 	}
-	if !b.poked.Load() && b.poked.CompareAndSwap(false, true) {
-		b.c.poke()
-	}
+	b.pokeLoop()
 	if n >= -b.credit.Load() {
 		return true
 	}
 	b.held.Add(1)
 	return false
+}
+
+// pokeLoop asks the loop for an early call, once until that call.
+func (b *Bucket) pokeLoop() {
+	if !b.poked.Load() && b.poked.CompareAndSwap(false, true) {
+		b.c.poke()
+	}
 }
 
 // takeLocal takes a token of the local share at now (Unix ns).
@@ -130,9 +154,11 @@ func (b *Bucket) plan(now time.Time, tick, up bool) (want, settle int64, due boo
 	case !up:
 		due = tick // down or unknown: every bucket is asked for afresh
 	case tick:
-		due = want > 0 || settle != 0 || time.Duration(b.expiry.Load()-now.UnixNano()) < LeaseTTL/2
+		due = want > 0 || settle != 0 || b.owed.Load() != 0 || time.Duration(b.expiry.Load()-now.UnixNano()) < LeaseTTL/2
 	default:
-		due = poked && b.level.Load() >= 1 && now.Sub(b.lastCall) >= earlyGap
+		// Early: the lease ran dry while the shared bucket held tokens,
+		// or the bucket has none yet and spends its share meanwhile.
+		due = poked && (b.levelAt.Load() == 0 || b.level.Load() >= 1) && now.Sub(b.lastCall) >= earlyGap
 	}
 	if due {
 		b.poked.Store(false)
@@ -158,6 +184,7 @@ func (b *Bucket) drop() {
 	b.expiry.Store(0)
 	b.held.Store(0)
 	b.credit.Store(0)
+	b.owed.Store(0)
 }
 
 // BucketStatus is a bucket as /status shows it.

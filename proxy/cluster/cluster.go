@@ -306,7 +306,9 @@ func (c *Client) Run(ctx context.Context) {
 	}
 }
 
-// leaseCall is one bucket's part of a round.
+// leaseCall is one bucket's part of a round: want tokens, and settle
+// tokens given back (> 0) or owed (< 0, spent on credit or on the share
+// while unleased).
 type leaseCall struct {
 	b      *Bucket
 	want   int64
@@ -344,8 +346,12 @@ func (c *Client) round(ctx context.Context, tick bool) {
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	for i := range calls {
-		calls[i].b.held.Add(-calls[i].settle)
-		calls[i].b.lastCall = now
+		lc := &calls[i]
+		lc.b.held.Add(-lc.settle)
+		lc.b.lastCall = now
+		// Tokens taken on the share while unleased are owed: charged, not
+		// taken from the lease.
+		lc.settle -= lc.b.owed.Swap(0)
 	}
 	start := time.Now()
 	err := c.exec(cctx, calls)
