@@ -224,17 +224,23 @@ func (r loadResult) String() string {
 // openLoad sends GET /api/queue with Host host at rate requests a second
 // for d, each in its own goroutine whatever the answers take (an open
 // loop, as clients of a service are), and returns the answers of the
-// requests sent from skip on, once every request has ended.
+// requests scheduled from skip on, once every request has ended. Request
+// n is due at n/rate: a loaded machine that wakes the loop late gets the
+// requests due meanwhile at once, so the offered load stays rate × d.
 func openLoad(t *testing.T, client *http.Client, proxy, host string, rate int, d, skip time.Duration) loadResult {
 	var mu sync.Mutex
 	var res loadResult
 	var wg sync.WaitGroup
+	interval := time.Second / time.Duration(rate)
+	total := int(d / interval)
 	start := time.Now()
-	tick := time.NewTicker(time.Second / time.Duration(rate))
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for n := 0; n < int(d.Seconds()*float64(rate)) && time.Since(start) < d; n++ {
-		<-tick.C
-		counted := time.Since(start) >= skip
+	for n := 0; n < total; n++ {
+		if due := start.Add(time.Duration(n) * interval); time.Now().Before(due) {
+			<-tick.C // pacing the load
+		}
+		counted := time.Duration(n)*interval >= skip
 		wg.Go(func() {
 			req, err := http.NewRequest("GET", proxy+"/api/queue", nil)
 			if err != nil {
