@@ -187,6 +187,17 @@ func (b *Bucket) drop() {
 	b.owed.Store(0)
 }
 
+// retire ends the lease of a bucket a reload replaced, and returns what
+// it owes the shared bucket: its lease's unspent tokens (> 0), given back,
+// less what it spent on credit or on its share while unleased (< 0 in
+// all), charged. A request still holding the old config then counts on
+// the share.
+func (b *Bucket) retire() int64 {
+	b.expiry.Store(0)
+	b.credit.Store(0)
+	return b.held.Swap(0) - b.owed.Swap(0)
+}
+
 // BucketStatus is a bucket as /status shows it.
 type BucketStatus struct {
 	Name string

@@ -131,8 +131,9 @@ type Client struct {
 	// send its hash. Only the loop reads and writes it.
 	scriptLoaded bool
 
-	mu        sync.Mutex // guards buckets, since and lastError
+	mu        sync.Mutex // guards buckets, retired, since and lastError
 	buckets   []*Bucket  // in use (Use)
+	retired   []*Bucket  // replaced by Use, to settle at the next round
 	since     time.Time  // when state last changed
 	lastError string     // the last failed call's error
 }
@@ -231,24 +232,42 @@ func (c *Client) Bucket(name string, tokensPerSecond, size int64) *Bucket {
 }
 
 // Use makes buckets the ones the loop leases for, replacing the previous
-// set; call it once the config holding them is in force.
+// set; call it once the config holding them is in force. A bucket of the
+// previous set that buckets does not hold is settled at the next round:
+// its lease's unspent tokens go back to the shared bucket, and what it
+// spent on credit or on its share is charged.
 func (c *Client) Use(buckets []*Bucket) {
-	c.mu.Lock()
-	old := c.buckets
-	c.buckets = append([]*Bucket(nil), buckets...)
-	c.mu.Unlock()
-	for _, b := range buckets {
-		c.m.use(b.name)
-	}
 	keep := make(map[*Bucket]bool, len(buckets))
 	for _, b := range buckets {
 		keep[b] = true
+	}
+	c.mu.Lock()
+	old := c.buckets
+	c.buckets = append([]*Bucket(nil), buckets...)
+	for _, b := range old {
+		if !keep[b] {
+			c.retired = append(c.retired, b)
+		}
+	}
+	c.mu.Unlock()
+	for _, b := range buckets {
+		c.m.use(b.name)
 	}
 	for _, b := range old {
 		if !keep[b] && !c.inUse(b.name) {
 			c.m.forget(b.name)
 		}
 	}
+}
+
+// takeRetired returns the buckets Use replaced since the last call, and
+// forgets them.
+func (c *Client) takeRetired() []*Bucket {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.retired
+	c.retired = nil
+	return r
 }
 
 // inUse reports whether a bucket in use is named name.
@@ -308,23 +327,32 @@ func (c *Client) Run(ctx context.Context) {
 
 // leaseCall is one bucket's part of a round: want tokens, and settle
 // tokens given back (> 0) or owed (< 0, spent on credit or on the share
-// while unleased).
+// while unleased). A retired bucket's call only settles.
 type leaseCall struct {
-	b      *Bucket
-	want   int64
-	settle int64
-	cmd    *redis.Cmd
+	b       *Bucket
+	want    int64
+	settle  int64
+	retired bool
+	cmd     *redis.Cmd
 }
 
 // round makes one call to Redis for the buckets that need one: on a tick,
 // every bucket whose lease is short of its demand, owes tokens, holds too
 // many or is half expired; otherwise only the buckets whose lease ran dry
-// while the shared bucket still held tokens. The buckets' calls go in one
-// pipeline: one round trip however many points share buckets.
+// while the shared bucket still held tokens, or that have no lease yet.
+// Buckets a reload retired settle their lease in the same call. The
+// buckets' calls go in one pipeline: one round trip however many points
+// share buckets.
 func (c *Client) round(ctx context.Context, tick bool) {
 	now := c.now()
 	up := c.state.Load() == stateUp
 	var calls []leaseCall
+	for _, b := range c.takeRetired() {
+		// While Redis fails the share is the fallback: nothing to settle.
+		if settle := b.retire(); up && settle != 0 {
+			calls = append(calls, leaseCall{b: b, settle: settle, retired: true})
+		}
+	}
 	for _, b := range c.live() {
 		if tick {
 			b.measure(now)
@@ -347,6 +375,9 @@ func (c *Client) round(ctx context.Context, tick bool) {
 	defer cancel()
 	for i := range calls {
 		lc := &calls[i]
+		if lc.retired {
+			continue
+		}
 		lc.b.held.Add(-lc.settle)
 		lc.b.lastCall = now
 		// Tokens taken on the share while unleased are owed: charged, not
@@ -371,7 +402,9 @@ func (c *Client) round(ctx context.Context, tick bool) {
 			c.down(now, fmt.Errorf("cluster: the lease script answered %v", lc.cmd.Val()))
 			return
 		}
-		lc.b.granted(end, vals[0], vals[1])
+		if !lc.retired {
+			lc.b.granted(end, vals[0], vals[1])
+		}
 	}
 	c.upAgain(end)
 }

@@ -165,6 +165,51 @@ func TestShareChargedBeforeFirstLease(t *testing.T) {
 	}
 }
 
+// TestReplacedBucketSettles: a reload that changes a point's bucket
+// retires the old one, and the next round settles its lease: what it
+// spent on credit is charged to the shared bucket, so changing a rate
+// never lets the credit spent go free. The loop's rounds are run by hand,
+// so each call is one the test makes.
+func TestReplacedBucketSettles(t *testing.T) {
+	t.Parallel()
+	srv := clustertest.Start(t)
+	c, err := New(Options{Addresses: []string{srv.Addr}, Logger: zap.NewNop(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	// 1 token a second: the test's milliseconds add none (the level is
+	// rounded down).
+	old := c.Bucket("orders", 1, 100)
+	c.Use([]*Bucket{old})
+	c.round(ctx, true) // the first lease: 1 token, credit 99 (the level)
+	if st := old.Status(time.Now()); !st.Shared || st.Lease != 1 || st.Level != 99 {
+		t.Fatalf("after the first round: %+v, want shared, lease 1, level 99", st)
+	}
+	const taken = 50
+	for i := range taken {
+		if !old.Take(time.Now()) {
+			t.Fatalf("take %d refused with credit in hand", i)
+		}
+	}
+	// The reload: the same point at another rate is another bucket, on the
+	// same key.
+	replaced := c.Bucket("orders", 2, 100)
+	if replaced == old {
+		t.Fatal("a new rate returned the bucket in use")
+	}
+	c.Use([]*Bucket{replaced})
+	c.round(ctx, true) // settles the old lease and leases the new bucket
+	st := replaced.Status(time.Now())
+	if got := st.Level + st.Lease; got != 100-taken {
+		t.Errorf("level %d + lease %d = %d after %d tokens taken, want %d", st.Level, st.Lease, got, taken, 100-taken)
+	}
+	if !old.Take(time.Now()) || old.Status(time.Now()).Shared {
+		t.Error("the retired bucket does not count on its share")
+	}
+}
+
 // TestDownCountsOnShare: with Redis gone, a bucket counts on
 // tokensPerSecond/replicas locally, and goes back to the shared bucket when
 // Redis answers again; each change is logged once.
