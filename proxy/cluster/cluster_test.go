@@ -34,6 +34,19 @@ func newClient(t *testing.T, opts Options) *Client {
 	return c
 }
 
+// newStoppedClient returns a Client of the Redis at addr whose loop does
+// not run: the test makes each call (round, or the script), and closes it
+// when the test ends.
+func newStoppedClient(t *testing.T, addr string) *Client {
+	t.Helper()
+	c, err := New(Options{Addresses: []string{addr}, Logger: zap.NewNop(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // waitFor polls cond every few milliseconds until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -51,12 +64,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // tokens come back up to size.
 func TestLeaseScript(t *testing.T) {
 	t.Parallel()
-	srv := clustertest.Start(t)
-	c, err := New(Options{Addresses: []string{srv.Addr}, Logger: zap.NewNop(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newStoppedClient(t, clustertest.Start(t).Addr)
 	ctx := context.Background()
 	// 1 token per second: the few milliseconds between calls add less than
 	// one token, which the level (rounded down) does not show.
@@ -172,12 +180,7 @@ func TestShareChargedBeforeFirstLease(t *testing.T) {
 // so each call is one the test makes.
 func TestReplacedBucketSettles(t *testing.T) {
 	t.Parallel()
-	srv := clustertest.Start(t)
-	c, err := New(Options{Addresses: []string{srv.Addr}, Logger: zap.NewNop(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := newStoppedClient(t, clustertest.Start(t).Addr)
 	ctx := context.Background()
 	// 1 token a second: the test's milliseconds add none (the level is
 	// rounded down).
