@@ -483,18 +483,27 @@ func (c *modelCall) timeout(now int64) bool {
 	return true
 }
 
-func (c *modelCall) exit(now int64, o Outcome) Events {
+// end ends the call at now: it frees its slot and moves the adaptive
+// limit on. It reports false when the call had already ended.
+func (c *modelCall) end(now int64) bool {
 	if c == nil || c.done {
-		return 0
+		return false
 	}
 	c.done = true
-	m := c.m
-	m.inflight--
+	c.m.inflight--
 	if c.ad != nil {
-		c.ad.advance(now, c.as, m.inflight)
-		if o != Failed && o != Canceled && c.epoch == c.ad.epoch {
-			c.ad.samples = append(c.ad.samples, now-c.begin)
-		}
+		c.ad.advance(now, c.as, c.m.inflight)
+	}
+	return true
+}
+
+func (c *modelCall) exit(now int64, o Outcome) Events {
+	if !c.end(now) {
+		return 0
+	}
+	m := c.m
+	if c.ad != nil && o != Failed && o != Canceled && c.epoch == c.ad.epoch {
+		c.ad.samples = append(c.ad.samples, now-c.begin)
 	}
 	var d Counts
 	if !c.timedOut && c.tt > 0 && now-c.begin >= int64(c.tt) {
@@ -525,15 +534,10 @@ func (c *modelCall) exit(now int64, o Outcome) Events {
 // refused is Call.Refused: the admitted request counts as degraded in the
 // bucket of its Enter, gives its token back and frees its slots.
 func (c *modelCall) refused(now int64) Events {
-	if c == nil || c.done {
+	if !c.end(now) {
 		return 0
 	}
-	c.done = true
 	m := c.m
-	m.inflight--
-	if c.ad != nil {
-		c.ad.advance(now, c.as, m.inflight)
-	}
 	if c.gen == m.gen {
 		m.count(c.begin, Counts{Degraded: 1})
 		m.tokenAvailable(now)
