@@ -257,7 +257,6 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 	srv := clustertest.Start(t)
 	f := startFleet(t, 2, fmt.Sprintf("addresses: [%s]\nreplicas: 2\ntimeout: 50ms", srv.Addr), clusterPoint)
 	f.waitShared(wait)
-	marks := []int{f.proxies[0].stderr.mark(), f.proxies[1].stderr.mark()}
 
 	// One bounded run of load through the whole test.
 	stop := make(chan struct{})
@@ -279,6 +278,10 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 	}
 	progress(500)
 
+	// The outage's log lines are counted from the kill to the restart: a
+	// call that times out on a loaded machine while Redis runs is a real
+	// failure, logged as one, and not this outage's.
+	marks := []int{f.proxies[0].stderr.mark(), f.proxies[1].stderr.mark()}
 	killed := time.Now()
 	srv.Kill()
 	for i, p := range f.proxies {
@@ -307,6 +310,7 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 		t.Errorf("on their shares the proxies admitted %d in %.1fs, want from %.0f to %.0f (100/s plus the shares' bursts)", admitted, span, 50*span, most)
 	}
 
+	restartMarks := []int{f.proxies[0].stderr.mark(), f.proxies[1].stderr.mark()}
 	restarted := time.Now()
 	srv.Restart()
 	f.waitShared(wait)
@@ -316,15 +320,15 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 	}
 	progress(500)
 	for i, p := range f.proxies {
-		p.waitLog(t, marks[i], wait, msgStarts("redis answers again"))
-		if n := p.countLog(marks[i], msgStarts("redis does not answer")); n != 1 {
+		p.waitLog(t, restartMarks[i], wait, msgStarts("redis answers again"))
+		if n := p.countLog(marks[i], msgStarts("redis does not answer")) - p.countLog(restartMarks[i], msgStarts("redis does not answer")); n != 1 {
 			var lines []string
 			for line := range strings.SplitSeq(p.stderr.String(), "\n") {
 				if strings.Contains(line, "redis") {
 					lines = append(lines, line)
 				}
 			}
-			t.Errorf("proxy %d: logged the failure %d times, want once:\n%s", i, n, strings.Join(lines, "\n"))
+			t.Errorf("proxy %d: logged the outage %d times, want once:\n%s", i, n, strings.Join(lines, "\n"))
 		}
 	}
 	total := finish()
