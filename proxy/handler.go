@@ -15,6 +15,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
+	"github.com/sds-proxy/sds-proxy/proxy/h1"
 )
 
 // StatusClientClosedRequest is logged for a client that went away before
@@ -79,7 +80,7 @@ func New(cfg *Config, opts Options) *Handler {
 	h.alarms.now, h.alarms.wake = h.now, make(chan struct{}, 1)
 	h.plain = opts.Transport
 	if h.plain == nil {
-		h.plain = newH1Transport(NewTransport(false))
+		h.plain = h1.New(NewTransport(false))
 	}
 	h.rp = &httputil.ReverseProxy{
 		Rewrite:        h.rewrite,

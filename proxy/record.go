@@ -41,9 +41,8 @@ func (h *Handler) Run(ctx context.Context) {
 
 // Tick brings every point in force up to now (limiter.Point.Settle), logs
 // and records what that changed, adds the recoveries the history held back
-// (events.FlapHold), closes upstream connections idle too long, and
-// samples the traffic figures (Metrics.Sample). It does not change what any
-// request gets.
+// (events.FlapHold), and samples the traffic figures (Metrics.Sample). It
+// does not change what any request gets.
 func (h *Handler) Tick(now time.Time) {
 	for _, p := range h.Points() {
 		h.pointEvents(p, limiter.Verdict{}, p.lim.Settle(now), now, bySettle)
@@ -51,9 +50,6 @@ func (h *Handler) Tick(now time.Time) {
 	h.expireForces(now)
 	if h.opts.Events != nil {
 		h.opts.Events.Flush(now)
-	}
-	if h1, ok := h.plain.(*h1Transport); ok {
-		h1.closeIdle()
 	}
 	h.opts.Metrics.Sample(now)
 }

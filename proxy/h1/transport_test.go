@@ -1,12 +1,16 @@
-package proxy
+package h1
 
 import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,11 +19,17 @@ import (
 )
 
 // rawUpstream is an upstream on 127.0.0.1 whose connections serve is given
-// as they are accepted, numbered from 1; it counts them.
+// as they are accepted, numbered from 1; it counts them. When the test
+// ends it closes the connections still open (a client may never close
+// one: ReverseProxy leaks the connection of a 101 it refuses) and waits
+// for serve to return on each.
 type rawUpstream struct {
 	ln    net.Listener
 	conns atomic.Int32
 	wg    sync.WaitGroup
+
+	mu   sync.Mutex
+	open map[net.Conn]bool
 }
 
 func newRawUpstream(t *testing.T, serve func(c net.Conn, n int32)) *rawUpstream {
@@ -28,7 +38,7 @@ func newRawUpstream(t *testing.T, serve func(c net.Conn, n int32)) *rawUpstream 
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &rawUpstream{ln: ln}
+	u := &rawUpstream{ln: ln, open: make(map[net.Conn]bool)}
 	u.wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -36,13 +46,29 @@ func newRawUpstream(t *testing.T, serve func(c net.Conn, n int32)) *rawUpstream 
 				return
 			}
 			n := u.conns.Add(1)
+			u.mu.Lock()
+			u.open[c] = true
+			u.mu.Unlock()
 			u.wg.Go(func() {
-				defer c.Close()
+				defer func() {
+					u.mu.Lock()
+					delete(u.open, c)
+					u.mu.Unlock()
+					c.Close()
+				}()
 				serve(c, n)
 			})
 		}
 	})
-	t.Cleanup(func() { ln.Close(); u.wg.Wait() })
+	t.Cleanup(func() {
+		ln.Close()
+		u.mu.Lock()
+		for c := range u.open {
+			c.Close()
+		}
+		u.mu.Unlock()
+		u.wg.Wait()
+	})
 	return u
 }
 
@@ -72,17 +98,17 @@ func (c *countingNext) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: http.StatusTeapot, Body: http.NoBody, Request: r}, nil
 }
 
-// newTestH1 returns an h1Transport whose idle connections close when the
+// newTestH1 returns a Transport whose idle connections close when the
 // test ends (before the upstreams, whose cleanup waits for them).
-func newTestH1(t *testing.T, next http.RoundTripper) *h1Transport {
+func newTestH1(t *testing.T, next http.RoundTripper) *Transport {
 	d := &net.Dialer{Timeout: 5 * time.Second}
-	tr := &h1Transport{next: next, dial: d.DialContext, maxIdle: 8, idleTimeout: time.Minute, idle: make(map[string][]*h1Conn)}
+	tr := newTransport(next, d.DialContext, 8, time.Minute)
 	t.Cleanup(tr.CloseIdleConnections)
 	return tr
 }
 
 // get sends method to u through t and returns the status and body.
-func (u *rawUpstream) get(t *testing.T, tr *h1Transport, method, path string) (*http.Response, string) {
+func (u *rawUpstream) get(t *testing.T, tr *Transport, method, path string) (*http.Response, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, "http://"+u.ln.Addr().String()+path, nil)
 	resp, err := tr.RoundTrip(req)
@@ -99,9 +125,9 @@ func (u *rawUpstream) get(t *testing.T, tr *h1Transport, method, path string) (*
 
 const okAnswer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
 
-// TestH1Reuse: one connection serves GETs, HEADs and bodiless answers in
+// TestReuse: one connection serves GETs, HEADs and bodiless answers in
 // turn; an answer with Connection: close is the connection's last.
-func TestH1Reuse(t *testing.T) {
+func TestReuse(t *testing.T) {
 	u := newRawUpstream(t, func(c net.Conn, _ int32) {
 		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
 			switch {
@@ -136,9 +162,9 @@ func TestH1Reuse(t *testing.T) {
 	}
 }
 
-// TestH1StaleConnection: the upstream closes a connection after its first
+// TestStaleConnection: the upstream closes a connection after its first
 // answer; the next GET on it fails and is sent again on a new one.
-func TestH1StaleConnection(t *testing.T) {
+func TestStaleConnection(t *testing.T) {
 	u := newRawUpstream(t, func(c net.Conn, _ int32) {
 		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
 			w.WriteString(okAnswer)
@@ -156,9 +182,10 @@ func TestH1StaleConnection(t *testing.T) {
 	}
 }
 
-// TestH1EarlyHintsAndTrailers: a 103 before the answer is skipped; a
-// chunked answer's trailers arrive; the connection is reused after.
-func TestH1EarlyHintsAndTrailers(t *testing.T) {
+// TestEarlyHintsAndTrailers: a 103 before the answer reaches the
+// request's trace hook (and is skipped without one); a chunked answer's
+// trailers arrive; the connection is reused after.
+func TestEarlyHintsAndTrailers(t *testing.T) {
 	u := newRawUpstream(t, func(c net.Conn, _ int32) {
 		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
 			w.WriteString("HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
@@ -167,20 +194,67 @@ func TestH1EarlyHintsAndTrailers(t *testing.T) {
 		})
 	})
 	tr := newTestH1(t, nil)
-	for range 2 {
-		resp, body := u.get(t, tr, "GET", "/")
-		if resp.StatusCode != 200 || body != "hello" || resp.Trailer.Get("X-Sum") != "5" {
+	var hints []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		hints = append(hints, fmt.Sprintf("%d %s", code, h.Get("Link")))
+		return nil
+	}}
+	for i := range 2 {
+		req, _ := http.NewRequest("GET", "http://"+u.ln.Addr().String()+"/", nil)
+		if i == 1 {
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "hello" || resp.Trailer.Get("X-Sum") != "5" {
 			t.Errorf("got %d %q, trailer %v; want 200 hello with X-Sum 5", resp.StatusCode, body, resp.Trailer)
 		}
+	}
+	if want := []string{"103 </a.css>; rel=preload"}; !slices.Equal(hints, want) {
+		t.Errorf("trace saw %q, want %q (only the traced request's)", hints, want)
 	}
 	if n := u.conns.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
 	}
 }
 
-// TestH1BodyClosedEarly: a body closed before its end closes its
+// TestInformationalBudget: an upstream that sends 1xx answers without end
+// fails the request once their heads pass the 10 MiB of a response's
+// heads, even when every one is relayed.
+func TestInformationalBudget(t *testing.T) {
+	u := newRawUpstream(t, func(c net.Conn, _ int32) {
+		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
+			hint := "HTTP/1.1 103 Early Hints\r\nLink: </" + strings.Repeat("a", 1000) + ">\r\n\r\n"
+			for range 11 << 10 {
+				if _, err := w.WriteString(hint); err != nil {
+					return false
+				}
+			}
+			return false
+		})
+	})
+	tr := newTestH1(t, nil)
+	relayed := 0
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{Got1xxResponse: func(int, textproto.MIMEHeader) error {
+		relayed++
+		return nil
+	}})
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+u.ln.Addr().String()+"/", nil)
+	if resp, err := tr.RoundTrip(req); !errors.Is(err, errHeaderLimit) {
+		t.Fatalf("got %v, %v; want the header limit's error", resp, err)
+	}
+	if relayed == 0 || relayed > 10<<10 {
+		t.Errorf("%d 1xx answers relayed, want some and at most 10 MiB of them", relayed)
+	}
+}
+
+// TestBodyClosedEarly: a body closed before its end closes its
 // connection; the next request takes a new one.
-func TestH1BodyClosedEarly(t *testing.T) {
+func TestBodyClosedEarly(t *testing.T) {
 	u := newRawUpstream(t, func(c net.Conn, _ int32) {
 		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
 			w.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" + strings.Repeat("x", 100000))
@@ -201,10 +275,10 @@ func TestH1BodyClosedEarly(t *testing.T) {
 	}
 }
 
-// TestH1Cancel: a request canceled while the upstream has not answered
+// TestCancel: a request canceled while the upstream has not answered
 // returns at once with the context's error, and its connection is not
 // pooled.
-func TestH1Cancel(t *testing.T) {
+func TestCancel(t *testing.T) {
 	reached, release := make(chan struct{}), make(chan struct{})
 	u := newRawUpstream(t, func(c net.Conn, n int32) {
 		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
@@ -241,9 +315,9 @@ func TestH1Cancel(t *testing.T) {
 	}
 }
 
-// TestH1Delegates: a request with a body, another method, https or an
+// TestDelegates: a request with a body, another method, https or an
 // upgrade goes to next.
-func TestH1Delegates(t *testing.T) {
+func TestDelegates(t *testing.T) {
 	next := &countingNext{}
 	tr := newTestH1(t, next)
 	reqs := []*http.Request{}
@@ -271,9 +345,9 @@ func TestH1Delegates(t *testing.T) {
 	}
 }
 
-// TestH1IdleTimeout: an idle connection older than the idle timeout is
+// TestIdleTimeout: an idle connection older than the idle timeout is
 // closed, not used.
-func TestH1IdleTimeout(t *testing.T) {
+func TestIdleTimeout(t *testing.T) {
 	u := newRawUpstream(t, func(c net.Conn, _ int32) {
 		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
 			w.WriteString(okAnswer)
@@ -289,9 +363,9 @@ func TestH1IdleTimeout(t *testing.T) {
 	}
 }
 
-// TestH1HeaderLimit: an upstream that sends headers without end fails the
+// TestHeaderLimit: an upstream that sends headers without end fails the
 // request once they pass 10 MiB, and the connection is not pooled.
-func TestH1HeaderLimit(t *testing.T) {
+func TestHeaderLimit(t *testing.T) {
 	u := newRawUpstream(t, func(c net.Conn, _ int32) {
 		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
 			w.WriteString("HTTP/1.1 200 OK\r\n")
@@ -314,9 +388,9 @@ func TestH1HeaderLimit(t *testing.T) {
 	}
 }
 
-// TestH1CloseIdle: closeIdle closes the connections idle for the idle
-// timeout, and the upstream sees them closed.
-func TestH1CloseIdle(t *testing.T) {
+// TestSweep: the sweep closes the connections idle for the idle timeout,
+// and the upstream sees them closed.
+func TestSweep(t *testing.T) {
 	closed := make(chan struct{})
 	u := newRawUpstream(t, func(c net.Conn, _ int32) {
 		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
@@ -327,18 +401,18 @@ func TestH1CloseIdle(t *testing.T) {
 	})
 	tr := newTestH1(t, nil)
 	u.get(t, tr, "GET", "/")
-	tr.closeIdle() // not idle long enough: kept
+	tr.sweep() // not idle long enough: kept
 	if n := len(tr.idle[u.ln.Addr().String()]); n != 1 {
 		t.Fatalf("%d pooled connections, want 1", n)
 	}
 	tr.idleTimeout = time.Nanosecond
-	tr.closeIdle()
+	tr.sweep()
 	select {
 	case <-closed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream never saw the idle connection closed")
 	}
 	if n := len(tr.idle[u.ln.Addr().String()]); n != 0 {
-		t.Errorf("%d pooled connections after closeIdle, want 0", n)
+		t.Errorf("%d pooled connections after the sweep, want 0", n)
 	}
 }
