@@ -26,6 +26,10 @@ const StatusClientClosedRequest = 499
 // UpstreamTimeout, telling it apart from a client that went away.
 var errUpstreamTimeout = errors.New("upstream timeout")
 
+// errUnaskedSwitch is the error of a 101 to a request that asked for no
+// upgrade: the upstream's answer is refused with a 502.
+var errUnaskedSwitch = errors.New("upstream switched protocols on a request that asked for no upgrade")
+
 // Options are a Handler's collaborators. Logger and Metrics are required.
 type Options struct {
 	// Logger receives one line per point state change (trip, recovery,
@@ -366,9 +370,16 @@ func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
 	return c.snap.transport.RoundTrip(r)
 }
 
-// modifyResponse classifies the upstream's answer: a 5xx (or a gRPC error
+// modifyResponse classifies the upstream's answer: a 101 to a request that
+// asked for no upgrade is refused (502); a 5xx (or a gRPC error
 // status in the headers) is an exception. A stream's call ends here.
 func (h *Handler) modifyResponse(resp *http.Response) error {
+	if resp.StatusCode == http.StatusSwitchingProtocols && resp.Request.Header.Get("Upgrade") == "" {
+		// ReverseProxy would refuse it too, but without closing its body:
+		// through http.Transport that body is the upstream connection,
+		// which would stay open for good. An error here closes it.
+		return errUnaskedSwitch
+	}
 	c := resp.Request.Context().Value(callKey{}).(*call)
 	if c.point == nil {
 		return nil

@@ -119,8 +119,8 @@ func (t *Transport) exchange(c *conn, addr string, req *http.Request, trace *htt
 			return fail(err)
 		}
 		code := resp.StatusCode
-		if code >= 200 || code == http.StatusSwitchingProtocols {
-			break
+		if code < 100 || code > 199 || code == http.StatusSwitchingProtocols {
+			break // final, as http.Transport takes it: any status but a 1xx, 101 included
 		}
 		// A 1xx before the final answer: the heads share one budget, so
 		// an upstream that sends them without end fails the request.

@@ -37,6 +37,14 @@
 //	                             ping and close)
 //	/echo-headers                the request's method, Host, URL and
 //	                             headers as JSON
+//	/early-hints                 a 103 Early Hints with a Link header,
+//	                             then 200
+//	/api/wire/...?fault=NAME     the connection taken over and answered
+//	                             by hand, this request and every later
+//	                             one on it: those with f=1 with the
+//	                             framing fault NAME of proxy/h1/h1test,
+//	                             the others correctly, each answer
+//	                             naming its path (no other knob applies)
 //	/grpc?grpc-status=14         a unary gRPC answer: one empty message,
 //	                             then the status (default 0) in the
 //	                             trailers; X-Upstream-Proto names the
@@ -212,6 +220,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.requests.Add(1)
 	h.inFlight.Add(1)
 	defer h.inFlight.Add(-1)
+	if strings.HasPrefix(r.URL.Path, "/api/wire/") {
+		wire(w, r)
+		return
+	}
 
 	k, err := h.parseKnobs(r)
 	if err != nil {
@@ -265,6 +277,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.websocket(w, r)
 	case "/echo-headers":
 		h.echoHeaders(w, r)
+	case "/early-hints":
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintf(w, "upstream: %s %s\n", r.Method, r.URL.Path)
 	case "/grpc":
 		h.grpc(w, r)
 	default:
