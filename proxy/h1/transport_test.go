@@ -163,7 +163,8 @@ func TestReuse(t *testing.T) {
 }
 
 // TestStaleConnection: the upstream closes a connection after its first
-// answer; the next GET on it fails and is sent again on a new one.
+// answer; the next GET finds it closed (when the connection is taken, or by
+// a failure before any byte of the answer) and goes on a new one.
 func TestStaleConnection(t *testing.T) {
 	u := newRawUpstream(t, func(c net.Conn, _ int32) {
 		readRequests(c, func(r *http.Request, w *bufio.Writer) bool {
@@ -178,7 +179,7 @@ func TestStaleConnection(t *testing.T) {
 		}
 	}
 	if n := u.conns.Load(); n != 3 {
-		t.Errorf("%d connections, want 3 (each reused one found closed, each retried once)", n)
+		t.Errorf("%d connections, want 3 (each pooled one found closed, a new one dialled)", n)
 	}
 }
 
