@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // Tally is what the clients of one Drive got.
@@ -46,7 +47,7 @@ func Drive(base, prefix, query string, f Fault, clients, perClient int) Tally {
 		wg.Go(func() {
 			tr := &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}
 			defer tr.CloseIdleConnections()
-			client := &http.Client{Transport: tr}
+			client := &http.Client{Transport: tr, Timeout: 30 * time.Second} // a hang fails the request, not the test binary
 			for n := range perClient {
 				own := fmt.Sprintf("%s/c%d/%d", prefix, ci, n)
 				faulty := n%3 == 0
