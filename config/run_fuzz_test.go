@@ -72,7 +72,7 @@ func run(p *limiter.Point, start time.Time) {
 	now := start
 	for i := range 24 {
 		c := &calls[i%len(calls)]
-		v := p.Enter(c, now, i%7 == 3)
+		v := p.Enter(c, now, limiter.Request{PressureTest: i%7 == 3})
 		if v.Allowed {
 			if d := p.TimeoutThreshold(); d > 0 && i%3 == 0 {
 				c.Timeout(now.Add(d))

@@ -177,7 +177,7 @@ func TestAdaptiveSheddable(t *testing.T) {
 	p := mustPoint(t, s)
 	fill(t, p, 5, at(0))
 	var c Call
-	v := p.EnterPriority(&c, at(0), false, PrioritySheddable)
+	v := p.Enter(&c, at(0), Request{Priority: PrioritySheddable})
 	if v.Allowed || v.Strategy != Adaptive || !v.Sheddable || v.Count != 6 || v.Threshold != 5 || v.Events != 0 {
 		t.Errorf("sheddable 6th call: got %+v, want degraded by its share 5 of the limit, no event", v)
 	}

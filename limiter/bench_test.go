@@ -67,7 +67,7 @@ func BenchmarkEnterExit(b *testing.B) {
 				var clock benchClock
 				for b.Loop() {
 					now := clock.now()
-					if v := p.Enter(&c, now, false); !v.Allowed {
+					if v := p.Enter(&c, now, Request{}); !v.Allowed {
 						b.Fatalf("degraded: %+v", v)
 					}
 					c.Exit(now, OK)
@@ -87,7 +87,7 @@ func benchParallel(b *testing.B, p *Point) {
 		var clock benchClock
 		for pb.Next() {
 			now := clock.now()
-			if v := p.Enter(&c, now, false); !v.Allowed {
+			if v := p.Enter(&c, now, Request{}); !v.Allowed {
 				b.Fatalf("degraded: %+v", v)
 			}
 			c.Exit(now, OK)
@@ -125,7 +125,7 @@ func BenchmarkEnterExitSpread(b *testing.B) {
 			if i++; i == n {
 				i = 0
 			}
-			if v := p.Enter(&c, now, false); !v.Allowed {
+			if v := p.Enter(&c, now, Request{}); !v.Allowed {
 				b.Fatalf("degraded: %+v", v)
 			}
 			c.Exit(now, OK)
@@ -144,7 +144,7 @@ func BenchmarkEnterExitSpread(b *testing.B) {
 				if i++; i == n {
 					i = 0
 				}
-				if v := p.Enter(&c, now, false); !v.Allowed {
+				if v := p.Enter(&c, now, Request{}); !v.Allowed {
 					b.Fatalf("degraded: %+v", v)
 				}
 				c.Exit(now, OK)

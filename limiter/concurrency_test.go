@@ -30,7 +30,7 @@ func hammer(t *testing.T, workers, n int, cur func() *Point) Counts {
 				p := cur()
 				begin := t0.Add(time.Duration(r.IntN(100)) * time.Millisecond)
 				pt := r.IntN(10) == 0
-				v := p.Enter(&c, begin, pt)
+				v := p.Enter(&c, begin, Request{PressureTest: pt})
 				d.Visits++
 				if !v.Allowed || v.Shadow {
 					d.Degraded++
@@ -167,7 +167,7 @@ func TestConcurrentReconfigure(t *testing.T) {
 	}
 	// A shape change starts afresh; calls entered before it still exit.
 	var c Call
-	p.Enter(&c, t0, false)
+	p.Enter(&c, t0, Request{})
 	s.Buckets = 5
 	np, err := p.Reconfigure(s)
 	if err != nil {
@@ -196,7 +196,7 @@ func TestConcurrentDelay(t *testing.T) {
 			var c Call
 			for i := range 3000 {
 				now := t0.Add(time.Duration(i) * time.Millisecond)
-				v := p.Enter(&c, now, false)
+				v := p.Enter(&c, now, Request{})
 				if v.Probe {
 					probes.Add(1)
 				}
@@ -231,7 +231,7 @@ func TestConcurrentRamp(t *testing.T) {
 			var c Call
 			for i := range 3000 {
 				now := t0.Add(time.Duration(i) * time.Millisecond)
-				v := p.EnterPriority(&c, now, false, Priority(r.IntN(4)))
+				v := p.Enter(&c, now, Request{Priority: Priority(r.IntN(4))})
 				if v.Strategy == Recovery && !v.Allowed {
 					gated.Add(1)
 				}

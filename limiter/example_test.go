@@ -18,7 +18,7 @@ func ExampleNewPoint() {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC) // the caller's clock
 	for range 3 {
 		var c limiter.Call
-		v := p.Enter(&c, now, false)
+		v := p.Enter(&c, now, limiter.Request{})
 		if !v.Allowed {
 			fmt.Printf("degraded: %s %d/%d\n", v.Strategy, v.Count, v.Threshold)
 			continue
@@ -44,13 +44,13 @@ func ExamplePoint_Enter() {
 	begin := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 	var c limiter.Call
-	if v := p.Enter(&c, begin, false); v.Allowed {
+	if v := p.Enter(&c, begin, limiter.Request{}); v.Allowed {
 		// A timer set to p.TimeoutThreshold() fires while the call hangs:
 		fmt.Println("timeout counted:", c.Timeout(begin.Add(p.TimeoutThreshold())))
 		// The call ends at last; Exit does not count the timeout again.
 		c.Exit(begin.Add(2*time.Second), limiter.OK)
 	}
-	v := p.Enter(new(limiter.Call), begin.Add(2*time.Second), false)
+	v := p.Enter(new(limiter.Call), begin.Add(2*time.Second), limiter.Request{})
 	fmt.Println(v.Allowed, v.Strategy, v.Events.Has(limiter.EventTripped))
 	// Output:
 	// timeout counted: true
@@ -60,14 +60,14 @@ func ExamplePoint_Enter() {
 // Sheddable requests may use only SheddableShare percent of a threshold:
 // with 4 visits a window and a 50% share, the third sheddable request is
 // degraded while critical ones still pass.
-func ExamplePoint_EnterPriority() {
+func ExamplePoint_Enter_priority() {
 	var s limiter.Settings
 	s.VisitThreshold, s.SheddableShare = limiter.At(4), limiter.At(50)
 	p, _ := limiter.NewPoint("orders.read", s)
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	for _, pr := range []limiter.Priority{limiter.PrioritySheddable, limiter.PrioritySheddable, limiter.PrioritySheddable, limiter.PriorityCritical} {
 		var c limiter.Call
-		v := p.EnterPriority(&c, now, false, pr)
+		v := p.Enter(&c, now, limiter.Request{Priority: pr})
 		if !v.Allowed {
 			fmt.Printf("%s degraded: %s %d/%d, sheddable share: %v\n", pr, v.Strategy, v.Count, v.Threshold, v.Sheddable)
 			continue

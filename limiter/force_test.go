@@ -48,7 +48,7 @@ func TestAdmitCountsWithoutJudging(t *testing.T) {
 	}
 	// A judged request sees the admitted load.
 	var c limiter.Call
-	if v := p.Enter(&c, t0.Add(300*time.Millisecond), false); v.Allowed {
+	if v := p.Enter(&c, t0.Add(300*time.Millisecond), limiter.Request{}); v.Allowed {
 		t.Errorf("a judged request after the admits was allowed: %+v", v)
 	}
 }
@@ -76,7 +76,7 @@ func TestRefuseCountsADegradedVisit(t *testing.T) {
 	// visits-degraded is unchanged: two judged requests still pass.
 	for i := range 2 {
 		var c limiter.Call
-		if v := p.Enter(&c, t0, false); !v.Allowed {
+		if v := p.Enter(&c, t0, limiter.Request{}); !v.Allowed {
 			t.Errorf("judged request %d after the refusals: degraded by %s", i+1, v.Strategy)
 		}
 	}

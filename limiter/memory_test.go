@@ -17,7 +17,7 @@ func TestAllocs(t *testing.T) {
 		now := t0
 		got := testing.AllocsPerRun(10000, func() {
 			now = now.Add(time.Microsecond)
-			p.Enter(&c, now, false)
+			p.Enter(&c, now, Request{})
 			c.Timeout(now)
 			c.Exit(now, Failed)
 		})
@@ -33,11 +33,11 @@ func TestAllocs(t *testing.T) {
 	p := mustPoint(t, s)
 	var c Call
 	now := t0
-	p.Enter(&c, now, false)
+	p.Enter(&c, now, Request{})
 	c.Exit(now, Failed) // trips at the next request; the ramp starts 1ms later
 	got := testing.AllocsPerRun(10000, func() {
 		now = now.Add(time.Microsecond)
-		p.EnterPriority(&c, now, false, PrioritySheddable)
+		p.Enter(&c, now, Request{Priority: PrioritySheddable})
 		c.Timeout(now)
 		c.Exit(now, OK)
 	})

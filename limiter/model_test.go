@@ -817,7 +817,7 @@ func runModel(t *testing.T, tc modelCase, seed uint64) {
 			pr := Priority(r.IntN(4)) // the zero Priority included
 			steerShard(r)
 			c := &pair{}
-			got := p.EnterPriority(&c.c, at, pt, pr)
+			got := p.Enter(&c.c, at, Request{PressureTest: pt, Priority: pr})
 			want, mc := m.enter(now, pt, pr)
 			c.m = mc
 			logf("call %p: Enter(pt=%v, %v) = %+v", c, pt, pr, got)

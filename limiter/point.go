@@ -202,22 +202,64 @@ func (p *Point) TimeoutThreshold() time.Duration {
 	return p.s.TimeoutThreshold
 }
 
-// Enter judges one request of PriorityDefault at now (README, Semantics)
-// and counts it: EnterPriority with PriorityDefault.
-func (p *Point) Enter(c *Call, now time.Time, pressureTest bool) Verdict {
-	return p.EnterPriority(c, now, pressureTest, PriorityDefault)
+// Request is what Enter knows of one request besides its instant. The
+// zero Request is an ordinary request of PriorityDefault with no gate.
+type Request struct {
+	// PressureTest marks pressure-test traffic (Policy.PressureTestDowngrade).
+	PressureTest bool
+	// Priority is the request's priority (Policy.SheddableShare).
+	Priority Priority
+	// Gate, if not nil, is judged after the point's own strategies admit
+	// the request (strategy ClusterTokenBucket): the fleet-wide token
+	// bucket shared by every proxy. A request the point degrades takes
+	// nothing from it.
+	Gate Gate
 }
 
-// EnterPriority judges one request of priority pr at now (README,
-// Semantics and Priority shedding) and counts it. pressureTest marks
-// pressure-test traffic. When the Verdict allows the request, c is filled
-// and the caller must call c.Exit once the call ends; otherwise c is left
-// empty and its Exit does nothing. EnterPriority does not allocate.
+// Gate is a judge beyond the point's own strategies, such as the token
+// bucket a fleet of proxies shares (proxy/cluster's Bucket).
+type Gate interface {
+	// Take takes one token at now and reports whether there was one. It
+	// must not wait on anything (no I/O), must not allocate, and must be
+	// safe for concurrent use.
+	Take(now time.Time) bool
+}
+
+// Enter judges one request at now (README, Semantics and Priority
+// shedding) and counts it. When the Verdict allows the request, c is
+// filled and the caller must call c.Exit once the call ends (Exit is
+// reported once: a second Exit does nothing, so it may be deferred beside
+// Enter and also called early, as for a stream ending at its headers);
+// otherwise c is left empty and its Exit does nothing. Enter does not
+// allocate.
+//
+// A request the point's strategies admit is then put to r.Gate, unless it
+// is shadow-forwarded already: when the gate has no token, the request is
+// degraded as ClusterTokenBucket (forwarded as would-be degraded on a
+// shadow point), and its call ended as Refused, which gives back what its
+// admission took (its visit becomes a degraded one, its token and slots
+// are returned, a probe's slot too).
 //
 // Concurrent Enters are judged against the counts each one sees; requests
 // racing at the threshold may see each other's counts or not, as with any
 // lock-free limiter, but every request is counted exactly once.
-func (p *Point) EnterPriority(c *Call, now time.Time, pressureTest bool, pr Priority) Verdict {
+func (p *Point) Enter(c *Call, now time.Time, r Request) Verdict {
+	v := p.judgeRequest(c, now, r.PressureTest, r.Priority)
+	if r.Gate == nil || !v.Allowed || v.Shadow || r.Gate.Take(now) {
+		return v
+	}
+	v.Strategy, v.Count, v.Threshold = ClusterTokenBucket, 0, 0
+	if p.s.Shadow {
+		v.Shadow = true
+		return v
+	}
+	v.Events |= c.Refused(now)
+	v.Allowed, v.Delay, v.Probe = false, false, false
+	return v
+}
+
+// judgeRequest is Enter by the point's own strategies.
+func (p *Point) judgeRequest(c *Call, now time.Time, pressureTest bool, pr Priority) Verdict {
 	c.reset()
 	st := p.st
 	if p.ad != nil {

@@ -25,7 +25,7 @@ func settings(f func(*Settings)) Settings {
 // enter is Enter with a fresh Call.
 func enter(p *Point, now time.Time) (Verdict, *Call) {
 	c := new(Call)
-	return p.Enter(c, now, false), c
+	return p.Enter(c, now, Request{}), c
 }
 
 // pass enters n requests at now that must be allowed, and exits them at now
@@ -147,7 +147,7 @@ func TestTokenBucket(t *testing.T) {
 					tc.f(s)
 				}))
 				for range 10 {
-					p.Enter(new(Call), at(0), true)
+					p.Enter(new(Call), at(0), Request{PressureTest: true})
 				}
 				if got := p.Snapshot(at(0)).Tokens; got != 3 {
 					t.Errorf("tokens = %d, want 3", got)
@@ -453,7 +453,7 @@ func TestShadow(t *testing.T) {
 func TestPressureTest(t *testing.T) {
 	noDraw := func() int { t.Fatal("Percent called for pressure-test traffic"); return 0 }
 	p := mustPoint(t, settings(func(s *Settings) { s.PressureTestDowngrade, s.DowngradeRate, s.Percent = true, At(50), noDraw }))
-	v := p.Enter(new(Call), at(0), true)
+	v := p.Enter(new(Call), at(0), Request{PressureTest: true})
 	want(t, "pressure test", v, false, PressureTest, 0, 0)
 	if v.Events != 0 || p.State(at(0)) != Closed {
 		t.Errorf("pressure test tripped the point: events %v", v.Events)
@@ -464,13 +464,13 @@ func TestPressureTest(t *testing.T) {
 	}
 	// Without PressureTestDowngrade it is ordinary traffic.
 	p = mustPoint(t, settings(func(s *Settings) { s.VisitThreshold = At(1) }))
-	if v := p.Enter(new(Call), at(0), true); !v.Allowed {
+	if v := p.Enter(new(Call), at(0), Request{PressureTest: true}); !v.Allowed {
 		t.Errorf("pressure test without PressureTestDowngrade: got %+v, want allowed", v)
 	}
-	want(t, "then", p.Enter(new(Call), at(0), true), false, Visit, 2, 1)
+	want(t, "then", p.Enter(new(Call), at(0), Request{PressureTest: true}), false, Visit, 2, 1)
 	// In shadow mode it is forwarded.
 	p = mustPoint(t, settings(func(s *Settings) { s.PressureTestDowngrade, s.Shadow = true, true }))
-	if v := p.Enter(new(Call), at(0), true); !v.Allowed || !v.Shadow || v.Strategy != PressureTest {
+	if v := p.Enter(new(Call), at(0), Request{PressureTest: true}); !v.Allowed || !v.Shadow || v.Strategy != PressureTest {
 		t.Errorf("shadow pressure test: got %+v, want allowed, shadow", v)
 	}
 }

@@ -7,7 +7,7 @@ import (
 
 func enterAs(p *Point, now time.Time, pr Priority) (Verdict, *Call) {
 	c := new(Call)
-	return p.EnterPriority(c, now, false, pr), c
+	return p.Enter(c, now, Request{Priority: pr}), c
 }
 
 // A sheddable request passes a count strategy while its count is at most

@@ -155,7 +155,7 @@ func TestRecoveryCriticalFirst(t *testing.T) {
 			pr = PriorityCritical
 		}
 		var c Call
-		v := p.EnterPriority(&c, now, false, pr)
+		v := p.Enter(&c, now, Request{Priority: pr})
 		if !v.Allowed {
 			if pr == PriorityCritical {
 				t.Fatalf("request %d: critical degraded: %+v", i, v)

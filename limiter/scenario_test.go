@@ -25,7 +25,7 @@ func sequential(p *Point, n int, callTime time.Duration, o Outcome) (degraded in
 	now := t0
 	for range n {
 		var c Call
-		if v := p.Enter(&c, now, false); !v.Allowed {
+		if v := p.Enter(&c, now, Request{}); !v.Allowed {
 			degraded++
 			now = now.Add(time.Millisecond)
 			continue
@@ -78,7 +78,7 @@ func TestSDSReferenceScenarios(t *testing.T) {
 		for range 10 {
 			var calls [5]Call
 			for i := range calls {
-				if v := p.Enter(&calls[i], now, false); !v.Allowed {
+				if v := p.Enter(&calls[i], now, Request{}); !v.Allowed {
 					degraded++
 				}
 			}

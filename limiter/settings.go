@@ -291,8 +291,8 @@ func (p Policy) DowngradePercent() int {
 }
 
 // Judges reports whether the policy can degrade a request by strategy s:
-// whether s is on. ClusterTokenBucket is judged outside the limiter, so
-// Judges is false for it.
+// whether s is on. ClusterTokenBucket is the Request's gate, not the
+// policy's, so Judges is false for it.
 func (p Policy) Judges(s Strategy) bool {
 	switch s {
 	case PressureTest:

@@ -21,8 +21,8 @@ const (
 	Exception
 	ExceptionRate
 	// ClusterTokenBucket: the point's token bucket shared by every proxy
-	// through Redis had no token. The limiter does not judge it: the proxy
-	// does, after the limiter admitted the request (proxy/cluster).
+	// through Redis had no token: Request.Gate, judged by Enter after the
+	// point's own strategies admitted the request (proxy/cluster).
 	ClusterTokenBucket
 )
 

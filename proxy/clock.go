@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -109,6 +108,7 @@ func (c *call) alarm() {
 		c.metrics.timeouts.Inc()
 	}
 	if cut {
+		c.cut.Store(true)
 		c.cancel(errUpstreamTimeout)
 	}
 }
@@ -192,12 +192,14 @@ func (c *call) upstreamRead(before bool) {
 
 // endClock ends the clock at now, once: the time it has stood still since
 // it last ran is the client's, and no alarm fires after it. It returns the
-// call's upstream time, the same on every call.
-func (c *call) endClock(now time.Time) time.Duration {
+// call's upstream time, the same on every call, and whether this call
+// ended it.
+func (c *call) endClock(now time.Time) (took time.Duration, ended bool) {
 	k := &c.clock
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.phase != phaseEnded {
+		ended = true
 		c.run(now)
 		k.phase = phaseEnded
 		k.took = c.lim.Duration(now)
@@ -207,41 +209,5 @@ func (c *call) endClock(now time.Time) time.Duration {
 			k.listed = false
 		}
 	}
-	return k.took
-}
-
-// clientBody is the client's request body as the transport reads it: its
-// reads stop the upstream clock, and a failure to read it is recorded as
-// the client's fault, which must not count against the upstream.
-type clientBody struct {
-	io.ReadCloser
-	c *call
-}
-
-func (b *clientBody) Read(p []byte) (int, error) {
-	b.c.clientRead(true)
-	n, err := b.ReadCloser.Read(p)
-	b.c.clientRead(false)
-	if err != nil && err != io.EOF {
-		b.c.bodyFailed.Store(true)
-	}
-	return n, err
-}
-
-// upstreamBody is the upstream's response body as ReverseProxy copies it:
-// the upstream clock runs during its reads only, and a read that fails is
-// recorded as the upstream's failure (unless the client went away first).
-type upstreamBody struct {
-	io.ReadCloser
-	c *call
-}
-
-func (b *upstreamBody) Read(p []byte) (int, error) {
-	b.c.upstreamRead(true)
-	n, err := b.ReadCloser.Read(p)
-	b.c.upstreamRead(false)
-	if err != nil && err != io.EOF {
-		b.c.upstreamFailed = true
-	}
-	return n, err
+	return k.took, ended
 }

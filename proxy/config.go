@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net/http"
 	"net/url"
 	"time"
 
@@ -47,7 +46,7 @@ type Point struct {
 	upstreamTimeout time.Duration
 	fallbackOnError bool
 	fallback        *fallbackHandler
-	shared          SharedBucket // nil: none
+	shared          limiter.Gate // nil: none
 }
 
 // PointOptions are the parts of a Point besides its limiter. The zero
@@ -65,9 +64,11 @@ type PointOptions struct {
 	FallbackOnError bool
 	// Fallback is the answer of every degraded request of the point.
 	Fallback Fallback
-	// Shared is the point's token bucket shared with other proxies,
-	// judged after the limiter admits a request; nil means none.
-	Shared SharedBucket
+	// Shared is the point's token bucket shared with other proxies, such
+	// as proxy/cluster's Bucket: the gate its limiter judges after the
+	// point's own strategies admit a request (limiter.Request.Gate); nil
+	// means none.
+	Shared limiter.Gate
 }
 
 // NewPoint builds a point around lim. Its fallback answers are built the
@@ -89,19 +90,3 @@ func (p *Point) Name() string { return p.name }
 // Limiter is the point's limiter: its window, strategies and delay, and the
 // live state that a reload keeps (limiter.Point.Reconfigure).
 func (p *Point) Limiter() *limiter.Point { return p.lim }
-
-// UpstreamTimeout is PointOptions.UpstreamTimeout; 0 means no deadline.
-func (p *Point) UpstreamTimeout() time.Duration { return p.upstreamTimeout }
-
-// FallbackOnError is PointOptions.FallbackOnError.
-func (p *Point) FallbackOnError() bool { return p.fallbackOnError }
-
-// Fallback is the point's fallback: the one handler that serves every
-// degraded answer of the point (see Fallback). Served by the Handler, it
-// answers for the verdict that degraded the request, or upstream_error
-// for a failed upstream call; served on its own, it answers
-// upstream_error.
-func (p *Point) Fallback() http.Handler { return p.fallback }
-
-// Shared is PointOptions.Shared; nil means none.
-func (p *Point) Shared() SharedBucket { return p.shared }

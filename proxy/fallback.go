@@ -244,21 +244,7 @@ func (fh *fallbackHandler) answer(why reason) *answer {
 	return slot.Load()
 }
 
-// ServeHTTP serves the answer for the reason of the request's call, which
-// the Handler keeps in the request's context: the verdict of a degraded
-// call, or upstream_error for a call that was forwarded (the errorHandler
-// answers a failed call this way) or that the Handler did not route.
-func (fh *fallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	why := reason{}
-	if c, ok := r.Context().Value(callKey{}).(*call); ok && c.point != nil && !c.verdict.Allowed {
-		why = verdictReason(c.verdict)
-	}
-	fh.serve(w, r, why)
-}
-
-// serve writes the answer for why and returns its HTTP status. It is
-// ServeHTTP with the reason passed as a value, so that the degraded path,
-// which has no call in the request's context, puts none there.
+// serve writes the answer for why and returns its HTTP status.
 //
 // A gRPC call (HTTP/2, Content-Type application/grpc*) gets the
 // trailers-only answer, HTTP 200; a HEAD request gets the HTTP answer's

@@ -3,7 +3,6 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -312,24 +311,6 @@ func newForceMetrics(reg prometheus.Registerer) forceMetrics {
 	}
 	reg.MustRegister(m.requests, m.active, m.changes)
 	return m
-}
-
-// serveForced answers a request of c's point under switch f: the
-// fallback, or the upstream without judging.
-func (h *Handler) serveForced(w http.ResponseWriter, r *http.Request, c *call, f *forceEntry, now time.Time) {
-	c.forced = f.Action
-	f.requests.Inc()
-	if f.Action == ForceDegrade {
-		c.point.lim.Refuse(now)
-		status := c.point.fallback.serve(w, r, reason{forced: true})
-		c.metrics.degraded.Inc()
-		h.access(r, c, status, 0)
-		return
-	}
-	c.point.lim.Admit(&c.lim, now)
-	c.verdict.Allowed = true
-	c.metrics.proxied.Inc()
-	h.forward(w, r, c)
 }
 
 // forcedField is the access log's "forced" field: the switch's action,

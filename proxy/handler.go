@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	stdlog "log"
 	"net/http"
 	"net/http/httputil"
@@ -21,14 +20,6 @@ import (
 // StatusClientClosedRequest is logged for a client that went away before
 // its answer (nginx's 499); nothing is written to it.
 const StatusClientClosedRequest = 499
-
-// errUpstreamTimeout is the cause of a context cut by a point's
-// UpstreamTimeout, telling it apart from a client that went away.
-var errUpstreamTimeout = errors.New("upstream timeout")
-
-// errUnaskedSwitch is the error of a 101 to a request that asked for no
-// upgrade: the upstream's answer is refused with a 502.
-var errUnaskedSwitch = errors.New("upstream switched protocols on a request that asked for no upgrade")
 
 // Options are a Handler's collaborators. Logger and Metrics are required.
 type Options struct {
@@ -87,11 +78,10 @@ func New(cfg *Config, opts Options) *Handler {
 		h.plain = h1.New(NewTransport(false))
 	}
 	h.rp = &httputil.ReverseProxy{
-		Rewrite:        h.rewrite,
-		Transport:      roundTripperFunc(h.roundTrip),
-		ModifyResponse: h.modifyResponse,
-		ErrorHandler:   h.errorHandler,
-		BufferPool:     &bufferPool{},
+		Rewrite:      h.rewrite,
+		Transport:    meter{},
+		ErrorHandler: answerFailure,
+		BufferPool:   &bufferPool{},
 		// ReverseProxy logs a line per failed body copy; the outcome is
 		// already counted, so those lines go to debug, not to every reader.
 		ErrorLog: newDebugLog(opts.Logger.Named("reverseproxy")),
@@ -146,80 +136,6 @@ func (h *Handler) Snapshots(now time.Time) []limiter.Snapshot {
 	return out
 }
 
-// call is the state of one request on a point, from Enter to Exit. It
-// travels in the request context to the ReverseProxy hooks.
-type call struct {
-	h       *Handler
-	snap    *snapshot
-	point   *Point
-	metrics *pointMetrics // the point's series; nil when point is nil
-	// path is the escaped, normalised path the request was routed by,
-	// which the upstream receives; "" when it is the request's own.
-	path    string
-	lim     limiter.Call
-	verdict limiter.Verdict
-	outcome limiter.Outcome
-	exited  bool // exit has run (a stream exits at its headers)
-	status  int  // status answered to the client (access log)
-	// clock measures the upstream time (clock.go); cancel cuts the call
-	// when its UpstreamTimeout passes (nil without one).
-	clock  upstreamClock
-	cancel context.CancelCauseFunc
-	// prev and next link the call into the Handler's alarms while its
-	// clock has alarms (alarms.go).
-	prev, next *call
-	// ctx is the request's context with the call in it (withCall).
-	ctx callContext
-	// grpc is the upstream's gRPC response, whose trailers are read once
-	// the stream has been copied; nil for other responses.
-	grpc *http.Response
-	// reqBody and respBody wrap the request and response bodies; they
-	// live here so that wrapping allocates nothing.
-	reqBody  clientBody
-	respBody upstreamBody
-	// header is the client's request header, whose W3C traceparent
-	// gives the exemplar of the upstream time (traceparent.go); nil for a
-	// request that is not forwarded on a point.
-	header http.Header
-	// upstreamFailed: a read of the upstream's response body failed. Only
-	// the request's goroutine, which copies the body, touches it.
-	upstreamFailed bool
-	// forced is the operator's switch the request was answered under;
-	// 0 when it was judged (force.go).
-	forced ForceAction
-
-	// bodyFailed: the client's request body failed to read. Atomic: the
-	// transport reads the body on its own goroutine, which can outlive the
-	// call.
-	bodyFailed atomic.Bool
-}
-
-type callKey struct{}
-
-// callContext is the context of a request on its way through the
-// ReverseProxy: the request's own, whose callKey value is the call. It
-// lives in the call, so that carrying the call costs no allocation of its
-// own (context.WithValue's would).
-type callContext struct {
-	context.Context
-	c *call
-}
-
-// Value returns the call for callKey, and asks the request's context for
-// any other key.
-func (x *callContext) Value(key any) any {
-	if key == (callKey{}) {
-		return x.c
-	}
-	return x.Context.Value(key)
-}
-
-// withCall returns r's context carrying c (in c itself).
-func withCall(r *http.Request, c *call) context.Context {
-	c.ctx = callContext{Context: r.Context(), c: c}
-	return &c.ctx
-}
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	closeIfChunked(w, r)
 	s := h.current.Load()
@@ -229,132 +145,104 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		badPath(w, err)
 		return
 	}
-	var p *Point
-	var priority limiter.Priority
-	if m := s.router.find(r, path); m != nil {
-		p, priority = m.Point, m.Priority
-	}
-	if p == nil {
+	rt := s.router.find(r, path)
+	if rt == nil || rt.Point == nil {
 		h.opts.Metrics.unrouted.Inc()
-		c := &call{snap: s, path: rewritten}
-		ctx := withCall(r, c)
-		h.rp.ServeHTTP(w, r.WithContext(ctx))
+		h.forward(w, r, &call{h: h, snap: s, path: rewritten})
 		return
 	}
-	c := &call{h: h, snap: s, point: p, metrics: s.metrics[p], path: rewritten}
-	now := h.now()
-	if f := h.forces.active(p.name, now); f != nil {
-		h.serveForced(w, r, c, f, now)
-		return
-	}
-	pressure := s.PressureTestHeader != "" && isTrue(r.Header.Get(s.PressureTestHeader))
-	c.verdict = p.lim.EnterPriority(&c.lim, now, pressure, priority)
-	h.pointEvents(p, c.verdict, c.verdict.Events, now, byRequest)
+	c := &call{h: h, snap: s, point: rt.Point, metrics: s.metrics[rt.Point], path: rewritten}
+	h.enter(w, r, c, rt.Priority)
+	defer h.exit(r, c)
 	if !c.verdict.Allowed {
-		status := p.fallback.serve(w, r, verdictReason(c.verdict))
-		c.metrics.degraded.Inc()
-		c.metrics.strategyCounter(c.verdict.Strategy).Inc()
-		h.access(r, c, status, 0)
+		c.status = c.point.fallback.serve(w, r, c.reason())
 		return
-	}
-	if p.shared != nil && !c.verdict.Shadow && !p.shared.Take(now) && h.sharedEmpty(w, r, c, now) {
-		return
-	}
-	if c.verdict.Shadow {
-		w.Header().Set("Sds-Shadow-Degraded", p.fallback.answer(verdictReason(c.verdict)).degraded)
-		c.metrics.shadowDegraded.Inc()
-		c.metrics.shadowStrategyCounter(c.verdict.Strategy).Inc()
-	} else {
-		c.metrics.proxied.Inc()
 	}
 	h.forward(w, r, c)
 }
 
-// forward calls the upstream for an allowed request and reports the
-// outcome to the limiter, whatever happens (ReverseProxy aborts a response
-// whose body fails mid-copy by panicking with http.ErrAbortHandler).
-func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
-	p := c.point
-	ctx := withCall(r, c)
-	if p.upstreamTimeout > 0 {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		c.cancel = cancel
-	}
-	if r.Body != nil && r.Body != http.NoBody {
-		c.reqBody = clientBody{ReadCloser: r.Body, c: c}
-		r.Body = &c.reqBody
-	}
-	c.header = r.Header
-	c.startClock(p.lim.TimeoutThreshold(), p.upstreamTimeout)
-	completed := false
-	defer func() {
-		if !completed || c.upstreamFailed {
-			h.aborted(r, ctx, c)
+// enter judges a request on c's point: by the operator's switch in force
+// on the point, or else by its limiter, the fleet-wide bucket included
+// (limiter.Request.Gate). It records the verdict in c, logs the state
+// changes it caused and counts it; a shadow point's would-be degraded
+// request is marked on w.
+func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priority limiter.Priority) {
+	p, now := c.point, h.now()
+	if f := h.forces.active(p.name, now); f != nil {
+		c.forced = f.Action
+		f.requests.Inc()
+		if f.Action == ForceDegrade {
+			p.lim.Refuse(now)
+			c.metrics.degraded.Inc()
+			return
 		}
-		took := h.exit(c)
-		h.access(r, c, c.status, took)
-	}()
+		p.lim.Admit(&c.lim, now)
+		c.verdict.Allowed = true
+		c.metrics.proxied.Inc()
+		return
+	}
+	req := limiter.Request{Priority: priority, Gate: p.shared}
+	req.PressureTest = c.snap.PressureTestHeader != "" && isTrue(r.Header.Get(c.snap.PressureTestHeader))
+	c.verdict = p.lim.Enter(&c.lim, now, req)
+	h.pointEvents(p, c.verdict, c.verdict.Events, now, byRequest)
+	switch {
+	case !c.verdict.Allowed:
+		c.metrics.degraded.Inc()
+		c.metrics.strategyCounter(c.verdict.Strategy).Inc()
+	case c.verdict.Shadow:
+		w.Header().Set("Sds-Shadow-Degraded", p.fallback.answer(verdictReason(c.verdict)).degraded)
+		c.metrics.shadowDegraded.Inc()
+		c.metrics.shadowStrategyCounter(c.verdict.Strategy).Inc()
+	default:
+		c.metrics.proxied.Inc()
+	}
+}
+
+// forward calls the upstream through the ReverseProxy, whose transport
+// (meter.go) measures and classifies the call. ReverseProxy aborts a
+// response whose body fails mid-copy by panicking with
+// http.ErrAbortHandler; then c.copied stays false.
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
+	ctx := withCall(r, c)
+	if p := c.point; p != nil {
+		if p.upstreamTimeout > 0 {
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			c.cancel = cancel
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			c.reqBody = clientBody{ReadCloser: r.Body, c: c}
+			r.Body = &c.reqBody
+		}
+		c.header = r.Header
+		c.startClock(p.lim.TimeoutThreshold(), p.upstreamTimeout)
+	}
 	rw := w
-	if c.snap.AccessLog && h.opts.AccessLog != nil {
+	if c.snap.AccessLog && h.opts.AccessLog != nil && c.point != nil {
 		rw = &statusWriter{ResponseWriter: w, c: c}
 	}
 	h.rp.ServeHTTP(rw, r.WithContext(ctx))
-	completed = true
-	if c.outcome == 0 {
-		c.outcome = limiter.OK
-	}
-	// A gRPC call ended at its headers; its status may come in the trailers.
-	if c.grpc != nil && grpcFailed(c.grpc.Trailer) && c.lim.FailAfterExit(h.now()) {
-		c.metrics.statusErrors.Inc()
-	}
+	c.copied = true
 }
 
-// aborted classifies a copy that ReverseProxy aborted. A failed read of
-// the upstream's body is the upstream's exception (a passed UpstreamTimeout
-// or a body that broke off), unless the client had gone away, which also
-// cuts the upstream read; a failed write to the client is the client's.
-func (h *Handler) aborted(r *http.Request, ctx context.Context, c *call) {
-	if c.exited {
-		return // a stream, whose outcome was its headers'
+// exit is the one end of a request on a point, deferred by ServeHTTP: the
+// upstream call, if there was one, ends in the limiter (call.end: a stream
+// has ended it at its headers, and only its gRPC trailers are read here),
+// and the access log line is written.
+func (h *Handler) exit(r *http.Request, c *call) {
+	var took time.Duration
+	if c.verdict.Allowed {
+		took = c.end(h.now())
+		if c.grpc != nil && c.copied && grpcFailed(c.grpc.Trailer) && c.lim.FailAfterExit(h.now()) {
+			c.metrics.statusErrors.Inc()
+		}
 	}
-	c.outcome = limiter.Canceled
-	if !c.upstreamFailed || r.Context().Err() != nil {
-		return
-	}
-	c.outcome = limiter.Failed
-	if errors.Is(context.Cause(ctx), errUpstreamTimeout) {
-		c.metrics.timeoutErrors.Inc()
-	} else {
-		c.metrics.bodyErrors.Inc()
-	}
-}
-
-// exit ends c's upstream call in the limiter, once; streams end it early,
-// at their response headers. It returns the call's upstream time.
-func (h *Handler) exit(c *call) time.Duration {
-	end := h.now()
-	took := c.endClock(end)
-	if c.exited {
-		return took
-	}
-	c.exited = true
-	timedOutBefore := c.lim.Timeout(end) // counts it now if not yet counted
-	ev := c.lim.Exit(end, c.outcome)
-	h.pointEvents(c.point, c.verdict, ev, end, byProbe)
-	if c.verdict.Probe {
-		h.probeEnded(c, end)
-	}
-	if timedOutBefore {
-		c.metrics.timeouts.Inc()
-	}
-	c.metrics.observeDuration(took.Seconds(), traceID(c.header), end)
-	return took
+	h.access(r, c, took)
 }
 
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
-	c := pr.In.Context().Value(callKey{}).(*call)
+	c := callOf(pr.In)
 	if c.path != "" {
 		setPath(pr.Out.URL, c.path) // before SetURL, which joins it to the upstream's
 	}
@@ -365,98 +253,25 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-func (h *Handler) roundTrip(r *http.Request) (*http.Response, error) {
-	c := r.Context().Value(callKey{}).(*call)
-	return c.snap.transport.RoundTrip(r)
-}
-
-// modifyResponse classifies the upstream's answer: a 101 to a request that
-// asked for no upgrade is refused (502); a 5xx (or a gRPC error
-// status in the headers) is an exception. A stream's call ends here.
-func (h *Handler) modifyResponse(resp *http.Response) error {
-	if resp.StatusCode == http.StatusSwitchingProtocols && resp.Request.Header.Get("Upgrade") == "" {
-		// ReverseProxy would refuse it too, but without closing its body:
-		// through http.Transport that body is the upstream connection,
-		// which would stay open for good. An error here closes it.
-		return errUnaskedSwitch
-	}
-	c := resp.Request.Context().Value(callKey{}).(*call)
-	if c.point == nil {
-		return nil
-	}
-	c.headers()
-	c.outcome = limiter.OK
-	if resp.StatusCode >= 500 || grpcFailed(resp.Header) {
-		c.outcome = limiter.Failed
-		c.metrics.statusErrors.Inc()
-	}
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		// ReverseProxy writes the 101 on the hijacked connection, past
-		// the statusWriter: record it for the access log here.
-		c.status = resp.StatusCode
-	}
-	if isStream(resp) {
-		if isGRPCResponse(resp) {
-			c.grpc = resp
-		}
-		h.exit(c)
-		return nil
-	}
-	c.respBody = upstreamBody{ReadCloser: resp.Body, c: c}
-	resp.Body = &c.respBody
-	return nil
-}
-
-// errorHandler answers a failed upstream call: 504 for a passed
-// UpstreamTimeout, 502 for a transport error (or, for both, the point's
-// fallback with FallbackOnError: the same handler as every degraded answer,
-// marked upstream_error), 400 for a client body that failed to read, and
-// for a client that went away a 502 nobody reads, logged as 499.
-func (h *Handler) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	c := r.Context().Value(callKey{}).(*call)
-	var status int
-	switch {
-	case errors.Is(context.Cause(r.Context()), errUpstreamTimeout):
-		status = http.StatusGatewayTimeout
-		c.outcome = limiter.Failed
-		if c.point != nil {
-			c.metrics.timeoutErrors.Inc()
-		}
-	case c.bodyFailed.Load():
-		// Before the client-cancel case: the server cancels the context
-		// when it meets the end of the client's input, so a client that
-		// half-closes after a short body would otherwise get an empty 200.
-		c.outcome = limiter.Canceled
-		status = http.StatusBadRequest
-	case r.Context().Err() != nil:
-		// The client went away (or half-closed its side): nobody may read
-		// the 502, but an implicit empty 200 would be a lie.
-		c.outcome, c.status = limiter.Canceled, StatusClientClosedRequest
-		w.WriteHeader(http.StatusBadGateway)
-		return
-	default:
-		status = http.StatusBadGateway
-		c.outcome = limiter.Failed
-		if c.point != nil {
-			c.metrics.transportErrors.Inc()
-		}
-	}
-	if c.point != nil && c.point.fallbackOnError && c.outcome == limiter.Failed {
-		c.point.fallback.ServeHTTP(w, r)
-		return
-	}
-	w.WriteHeader(status)
-}
-
-// access writes the access log line of a request on a point. Its path is
-// the escaped, normalised path the request was routed by.
-func (h *Handler) access(r *http.Request, c *call, status int, upstream time.Duration) {
+// access writes the access log line of a request on a point, once it is
+// over. Its path is the escaped, normalised path the request was routed
+// by; its status is the one the client was written, 101 for a switch
+// (written on the hijacked connection, past the statusWriter), and 499
+// for a client that went away before its answer.
+func (h *Handler) access(r *http.Request, c *call, upstream time.Duration) {
 	if !c.snap.AccessLog || h.opts.AccessLog == nil {
 		return
 	}
 	path := c.path
 	if path == "" {
 		path = r.URL.EscapedPath()
+	}
+	status := c.status
+	switch {
+	case c.failure == failClientGone:
+		status = StatusClientClosedRequest
+	case c.answered == http.StatusSwitchingProtocols:
+		status = c.answered
 	}
 	h.opts.AccessLog.Info("request",
 		zap.String("point", c.point.name),
@@ -514,7 +329,7 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.c.status == 0 && code >= 200 { // a 101 is recorded by modifyResponse
+	if w.c.status == 0 && code >= 200 { // a 101 is the meter's (call.answered)
 		w.c.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -560,7 +375,3 @@ func (b *bufferPool) Put(buf []byte) {
 		b.pool.Put((*[copyBufferSize]byte)(buf))
 	}
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

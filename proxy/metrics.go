@@ -587,6 +587,20 @@ func (pm *pointMetrics) strategyCounter(s limiter.Strategy) *counter {
 	return &pm.counts[countStrategy+int(s)]
 }
 
+// errorCounter returns the sds_upstream_errors_total series of e, or nil
+// for none.
+func (pm *pointMetrics) errorCounter(e upstreamError) *counter {
+	switch e {
+	case errTimeout:
+		return pm.timeoutErrors
+	case errTransport:
+		return pm.transportErrors
+	case errBody:
+		return pm.bodyErrors
+	}
+	return nil
+}
+
 // shadowStrategyCounter returns the sds_shadow_degraded_total series of
 // strategy s.
 func (pm *pointMetrics) shadowStrategyCounter(s limiter.Strategy) *counter {

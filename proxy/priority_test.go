@@ -82,9 +82,9 @@ func TestProtectionGauges(t *testing.T) {
 		}
 	}
 	var c limiter.Call
-	ramp.Limiter().Enter(&c, now, false)
+	ramp.Limiter().Enter(&c, now, limiter.Request{})
 	c.Exit(now, limiter.Failed)
-	ramp.Limiter().Enter(&c, now, false)             // trips; the delay ends at +1s
+	ramp.Limiter().Enter(&c, now, limiter.Request{}) // trips; the delay ends at +1s
 	clock.Store(now.Add(6 * time.Second).UnixNano()) // half the ramp: 20% + 80%/2
 	if got := gauge("sds_recovery_admitted_ratio", "ramp"); got != 0.6 {
 		t.Errorf("recovery ratio %v half-way, want 0.6", got)

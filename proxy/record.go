@@ -112,10 +112,10 @@ func (h *Handler) pointEvents(p *Point, v limiter.Verdict, ev limiter.Events, no
 // probeEnded records a probe that failed: an exception, or a timeout
 // (the delay goes on). A good probe ends the delay (pointEvents), and a
 // canceled one proves nothing.
-func (h *Handler) probeEnded(c *call, end time.Time) {
+func (h *Handler) probeEnded(c *call, o limiter.Outcome, end time.Time) {
 	threshold := c.point.lim.TimeoutThreshold()
 	timedOut := threshold > 0 && c.lim.Duration(end) >= threshold
-	if c.outcome != limiter.Failed && !timedOut {
+	if o != limiter.Failed && !timedOut {
 		return
 	}
 	detail := "exception"

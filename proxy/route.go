@@ -34,7 +34,7 @@ type Route struct {
 	// has its scheme's default (80, or 443 over TLS).
 	Host string
 	// Priority is the priority of the requests the route matches, which
-	// the point's limiter judges them by (limiter.Point.EnterPriority);
+	// the point's limiter judges them by (limiter.Request);
 	// the zero Priority is limiter.PriorityDefault.
 	Priority limiter.Priority
 }

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/config"
-	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 )
 
@@ -72,11 +72,11 @@ func clusterTLS(t *config.ClusterTLS) (*tls.Config, error) {
 // by name for translateShared and as a list for cluster.Client.Use; a
 // bucket whose point, rate and size are unchanged is the one in use, its
 // lease kept. Both are nil without a client.
-func sharedBuckets(cl *cluster.Client, f *config.File) (map[string]proxy.SharedBucket, []*cluster.Bucket) {
+func sharedBuckets(cl *cluster.Client, f *config.File) (map[string]limiter.Gate, []*cluster.Bucket) {
 	if cl == nil {
 		return nil, nil
 	}
-	byName := make(map[string]proxy.SharedBucket)
+	byName := make(map[string]limiter.Gate)
 	var list []*cluster.Bucket
 	for _, p := range f.Points {
 		if b := p.ClusterTokenBucket; b.On() {

@@ -48,20 +48,19 @@ func TestTranslateSharedBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.Use(buckets)
-	a, b := cfg.Points[0], cfg.Points[1]
-	if a.Shared() == nil || b.Shared() != nil || len(buckets) != 1 {
-		t.Fatalf("shared buckets: a %v, b %v, %d in use; want a's only", a.Shared(), b.Shared(), len(buckets))
+	if len(cfg.Points) != 2 || shared["a"] == nil || shared["b"] != nil || len(buckets) != 1 {
+		t.Fatalf("shared buckets: a %v, b %v, %d in use; want a's only", shared["a"], shared["b"], len(buckets))
 	}
 	st := cl.Status(time.Now())
 	if st.Replicas != 3 || len(st.Buckets) != 1 || st.Buckets[0].TokensPerSecond != 100 || st.Buckets[0].LocalSize != 33 {
 		t.Errorf("status: got %+v, want 3 replicas and a's bucket of 100/s with a local share of 33", st)
 	}
 	same, _ := sharedBuckets(cl, parse(100))
-	if same["a"] != a.Shared() {
+	if same["a"] != shared["a"] {
 		t.Error("an unchanged bucket is not kept across a reload")
 	}
 	changed, _ := sharedBuckets(cl, parse(200))
-	if changed["a"] == a.Shared() {
+	if changed["a"] == shared["a"] {
 		t.Error("a bucket with a new rate is the old one")
 	}
 }

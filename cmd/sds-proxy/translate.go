@@ -20,7 +20,7 @@ func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
 
 // translateShared is translate with the points' shared token buckets, by
 // point name (sharedBuckets); a point absent from shared has none.
-func translateShared(f *config.File, prev *proxy.Config, shared map[string]proxy.SharedBucket) (*proxy.Config, error) {
+func translateShared(f *config.File, prev *proxy.Config, shared map[string]limiter.Gate) (*proxy.Config, error) {
 	upstream, h2c, err := upstreamURL(f.Upstream)
 	if err != nil {
 		return nil, err
@@ -51,12 +51,7 @@ func translateShared(f *config.File, prev *proxy.Config, shared map[string]proxy
 		if err != nil {
 			return nil, fmt.Errorf("point %s: %w", cp.Name, err)
 		}
-		p := proxy.NewPoint(lim, proxy.PointOptions{
-			UpstreamTimeout: cp.UpstreamTimeout,
-			FallbackOnError: cp.FallbackOnError,
-			Fallback:        fallback(cp.Fallback),
-			Shared:          shared[cp.Name],
-		})
+		p := proxy.NewPoint(lim, pointOptions(cp, shared[cp.Name]))
 		byName[cp.Name] = p
 		cfg.Points = append(cfg.Points, p)
 	}
@@ -76,6 +71,17 @@ func translateShared(f *config.File, prev *proxy.Config, shared map[string]proxy
 		cfg.Routes = append(cfg.Routes, rt)
 	}
 	return cfg, nil
+}
+
+// pointOptions maps the parts of a point besides its limiter; shared is
+// its fleet-wide bucket, nil for none.
+func pointOptions(cp *config.Point, shared limiter.Gate) proxy.PointOptions {
+	return proxy.PointOptions{
+		UpstreamTimeout: cp.UpstreamTimeout,
+		FallbackOnError: cp.FallbackOnError,
+		Fallback:        fallback(cp.Fallback),
+		Shared:          shared,
+	}
 }
 
 // fallback maps a point's fallback: the HTTP answer and the gRPC answer.

@@ -50,8 +50,8 @@ func TestTranslateExample(t *testing.T) {
 		if s.Window != f.Window || s.Buckets != f.Buckets {
 			t.Errorf("point %s window = %v in %d buckets, want %v in %d", cp.Name, s.Window, s.Buckets, f.Window, f.Buckets)
 		}
-		if p.UpstreamTimeout() != cp.UpstreamTimeout || p.FallbackOnError() != cp.FallbackOnError {
-			t.Errorf("point %s upstreamTimeout/fallbackOnError = %v/%v, want %v/%v", cp.Name, p.UpstreamTimeout(), p.FallbackOnError(), cp.UpstreamTimeout, cp.FallbackOnError)
+		if o := pointOptions(cp, nil); o.UpstreamTimeout != cp.UpstreamTimeout || o.FallbackOnError != cp.FallbackOnError {
+			t.Errorf("point %s upstreamTimeout/fallbackOnError = %v/%v, want %v/%v", cp.Name, o.UpstreamTimeout, o.FallbackOnError, cp.UpstreamTimeout, cp.FallbackOnError)
 		}
 	}
 }
@@ -67,7 +67,7 @@ func TestTranslateKeepsState(t *testing.T) {
 	now := time.Now()
 	p := first.Points[0]
 	var c limiter.Call
-	p.Limiter().Enter(&c, now, false)
+	p.Limiter().Enter(&c, now, limiter.Request{})
 	c.Exit(now, limiter.Failed)
 
 	second, err := translate(f, first)

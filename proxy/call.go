@@ -1,0 +1,149 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
+)
+
+// call is one request on its way through the Handler, from ServeHTTP's
+// enter to its exit. ServeHTTP owns it: it fills the verdict, and its
+// deferred exit ends it. The metered transport and its bodies (meter.go)
+// record what the upstream did in its fields; classify reads them once,
+// when the call ends. It travels in the request's context (callContext)
+// to the ReverseProxy's Rewrite and transport. A request that no route
+// names has a call with no point: it is forwarded and answered, never
+// measured.
+type call struct {
+	h       *Handler
+	snap    *snapshot
+	point   *Point        // nil: unrouted
+	metrics *pointMetrics // the point's series; nil when point is nil
+	// path is the escaped, normalised path the request was routed by,
+	// which the upstream receives; "" when it is the request's own.
+	path    string
+	lim     limiter.Call
+	verdict limiter.Verdict
+	// forced is the operator's switch the request was answered under;
+	// 0 when it was judged (force.go).
+	forced ForceAction
+	status int // status written to the client, for the access log
+	// clock measures the upstream time (clock.go); cancel cuts the call
+	// when its UpstreamTimeout passes (nil without one).
+	clock  upstreamClock
+	cancel context.CancelCauseFunc
+	// prev and next link the call into the Handler's alarms while its
+	// clock has alarms (alarms.go).
+	prev, next *call
+	// ctx is the request's context with the call in it (withCall).
+	ctx callContext
+	// reqBody and respBody wrap the request and response bodies; they
+	// live here so that wrapping allocates nothing.
+	reqBody  clientBody
+	respBody upstreamBody
+	// header is the client's request header, whose W3C traceparent
+	// gives the exemplar of the upstream time (traceparent.go); nil for a
+	// request that is not forwarded on a point.
+	header http.Header
+
+	// What the upstream did, as the meter saw it. The request's
+	// goroutine writes these, except where marked atomic.
+	//
+	// answered is the upstream's status; 0 before its headers or when
+	// there were none.
+	answered int
+	// statusFailed: the answer is an exception (a 5xx, or a gRPC error
+	// status in the headers).
+	statusFailed bool
+	// failure is why the upstream call produced no answer; 0 if it did.
+	failure failure
+	// streamed: the answer is a stream, whose call ended at its headers.
+	streamed bool
+	// grpc is the upstream's gRPC response, whose trailers are read once
+	// the stream has been copied; nil for other responses.
+	grpc *http.Response
+	// bodyBroke: a read of the upstream's response body failed.
+	bodyBroke bool
+	// copied: the ReverseProxy returned; false when it aborted the copy.
+	copied bool
+	// bodyFailed: the client's request body failed to read. Atomic: the
+	// transport reads the body on its own goroutine, which can outlive
+	// the call.
+	bodyFailed atomic.Bool
+	// cut: the point's UpstreamTimeout cut the call. Atomic: the alarms'
+	// sweeper sets it.
+	cut atomic.Bool
+}
+
+type callKey struct{}
+
+// callContext is the context of a request on its way through the
+// ReverseProxy: the request's own, whose callKey value is the call. It
+// lives in the call, so that carrying the call costs no allocation of its
+// own (context.WithValue's would).
+type callContext struct {
+	context.Context
+	c *call
+}
+
+// Value returns the call for callKey, and asks the request's context for
+// any other key.
+func (x *callContext) Value(key any) any {
+	if key == (callKey{}) {
+		return x.c
+	}
+	return x.Context.Value(key)
+}
+
+// withCall returns r's context carrying c (in c itself).
+func withCall(r *http.Request, c *call) context.Context {
+	c.ctx = callContext{Context: r.Context(), c: c}
+	return &c.ctx
+}
+
+// callOf returns the call r carries (withCall).
+func callOf(r *http.Request) *call { return r.Context().Value(callKey{}).(*call) }
+
+// clientGone reports whether the client's side of the request is over:
+// it went away, or half-closed its connection.
+func (c *call) clientGone() bool { return c.ctx.Context != nil && c.ctx.Context.Err() != nil }
+
+// reason is why a degraded request gets its point's fallback.
+func (c *call) reason() reason {
+	if c.forced == ForceDegrade {
+		return reason{forced: true}
+	}
+	return verdictReason(c.verdict)
+}
+
+// end ends c's upstream call at now, once: its clock stops, the outcome
+// is classified from what the meter saw and reported to the limiter with
+// the state changes it caused, and the upstream time is observed. Later
+// calls change nothing. It returns the call's upstream time.
+func (c *call) end(now time.Time) time.Duration {
+	took, first := c.endClock(now)
+	if !first {
+		return took
+	}
+	o := classify(c)
+	if o.status {
+		c.metrics.statusErrors.Inc()
+	}
+	if n := c.metrics.errorCounter(o.err); n != nil {
+		n.Inc()
+	}
+	timedOutBefore := c.lim.Timeout(now) // counts it now if not yet counted
+	ev := c.lim.Exit(now, o.outcome)
+	c.h.pointEvents(c.point, c.verdict, ev, now, byProbe)
+	if c.verdict.Probe {
+		c.h.probeEnded(c, o.outcome, now)
+	}
+	if timedOutBefore {
+		c.metrics.timeouts.Inc()
+	}
+	c.metrics.observeDuration(took.Seconds(), traceID(c.header), now)
+	return took
+}
