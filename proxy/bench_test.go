@@ -15,6 +15,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // BenchmarkProxy measures the request path side by side with a bare
@@ -242,7 +243,7 @@ func BenchmarkNormalizePath(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := proxy.NormalizePath(bc.path); err != nil {
+					if _, err := route.NormalizePath(bc.path); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -27,7 +27,7 @@ type Config struct {
 	AccessLog bool
 	// Routes are tried in order; the first match names the point. A request
 	// that matches none is proxied unprotected. Handler.Swap compiles them
-	// (router.go), so that routing costs about the same whatever their
+	// (route.Table), so that routing costs about the same whatever their
 	// number.
 	Routes []Route
 	// Points lists every point, in config order (for status and metrics).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // ExampleNew puts one point in front of a service: POST /api/orders may
@@ -40,7 +41,7 @@ func ExampleNew() {
 	cfg := &proxy.Config{
 		Upstream:         upstream,
 		ForwardedHeaders: true,
-		Routes:           []proxy.Route{{Point: create, Methods: []string{"POST"}, Path: "/api/orders"}},
+		Routes:           []proxy.Route{{Point: create, Rule: route.Rule{Methods: []string{"POST"}, Path: "/api/orders"}}},
 		Points:           []*proxy.Point{create},
 	}
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // forceClock is a clock the test moves by hand.
@@ -55,7 +56,7 @@ func newForceFixture(t *testing.T, setA func(*limiter.Settings)) *forceFixture {
 	accessCore, access := observer.New(zap.InfoLevel)
 	f.logs, f.access = logs, access
 	cfg := &proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{f.a, f.b}, PressureTestHeader: "X-Pressure-Test",
-		Routes: []proxy.Route{{Point: f.a, Path: "/a"}, {Point: f.b}}}
+		Routes: []proxy.Route{{Point: f.a, Rule: route.Rule{Path: "/a"}}, {Point: f.b}}}
 	f.h, f.reg = rpHandler(t, cfg, proxy.Options{
 		Logger: zap.New(core), AccessLog: zap.New(accessCore), Events: f.events, Now: f.clock.now,
 		Transport: rpRoundTrip(func(r *http.Request) (*http.Response, error) {
@@ -247,7 +248,7 @@ func TestForceSurvivesASwapAndEndsWithItsPoint(t *testing.T) {
 		t.Errorf("b's events: got %+v, want its switch ended by the reload", evs)
 	}
 	// A point that comes back does not get its old switch back.
-	f.h.Swap(&proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{a2, f.b}, Routes: []proxy.Route{{Point: a2, Path: "/a"}, {Point: f.b}}})
+	f.h.Swap(&proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{a2, f.b}, Routes: []proxy.Route{{Point: a2, Rule: route.Rule{Path: "/a"}}, {Point: f.b}}})
 	if resp := f.get("/b"); resp.StatusCode != http.StatusOK {
 		t.Errorf("b back in the config: status %d, want 200", resp.StatusCode)
 	}
@@ -332,7 +333,7 @@ func TestForceConcurrentWithRequestsAndSwaps(t *testing.T) {
 	t.Parallel()
 	f := newForceFixture(t, nil)
 	cfgs := []*proxy.Config{
-		{Upstream: rpFakeUpstream, Points: []*proxy.Point{f.a, f.b}, Routes: []proxy.Route{{Point: f.a, Path: "/a"}, {Point: f.b}}},
+		{Upstream: rpFakeUpstream, Points: []*proxy.Point{f.a, f.b}, Routes: []proxy.Route{{Point: f.a, Rule: route.Rule{Path: "/a"}}, {Point: f.b}}},
 		{Upstream: rpFakeUpstream, Points: []*proxy.Point{f.a}, Routes: []proxy.Route{{Point: f.a}}},
 	}
 	done := make(chan struct{})

@@ -15,6 +15,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 	"github.com/sds-proxy/sds-proxy/proxy/h1"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // StatusClientClosedRequest is logged for a client that went away before
@@ -62,7 +63,7 @@ type snapshot struct {
 	*Config
 	transport http.RoundTripper
 	metrics   map[*Point]*pointMetrics // every point of Points and Routes
-	router    *router                  // Routes compiled (router.go)
+	routes    routeTable               // Routes compiled
 }
 
 // New returns a Handler serving cfg.
@@ -113,7 +114,7 @@ func (h *Handler) Swap(cfg *Config) {
 			s.metrics[rt.Point] = h.opts.Metrics.forPoint(rt.Point.name)
 		}
 	}
-	s.router = newRouter(cfg.Routes)
+	s.routes = newRouteTable(cfg.Routes)
 	h.current.Store(s)
 	h.dropForces(cfg)
 }
@@ -139,13 +140,13 @@ func (h *Handler) Snapshots(now time.Time) []limiter.Snapshot {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	closeIfChunked(w, r)
 	s := h.current.Load()
-	path, rewritten, err := requestPath(r)
+	path, rewritten, err := route.RequestPath(r)
 	if err != nil {
 		h.opts.Metrics.rejectedPath.Inc()
-		badPath(w, err)
+		route.BadPath(w, err)
 		return
 	}
-	rt := s.router.find(r, path)
+	rt := s.routes.find(r, path)
 	if rt == nil || rt.Point == nil {
 		h.opts.Metrics.unrouted.Inc()
 		h.forward(w, r, &call{h: h, snap: s, path: rewritten})
@@ -244,7 +245,7 @@ func (h *Handler) exit(r *http.Request, c *call) {
 func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 	c := callOf(pr.In)
 	if c.path != "" {
-		setPath(pr.Out.URL, c.path) // before SetURL, which joins it to the upstream's
+		route.SetPath(pr.Out.URL, c.path) // before SetURL, which joins it to the upstream's
 	}
 	pr.SetURL(c.snap.Upstream)
 	pr.Out.Host = pr.In.Host

@@ -27,6 +27,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // The helpers of the request-path tests (route, fallback, handler, bench).
@@ -264,7 +265,7 @@ func TestForwardedHeaders(t *testing.T) {
 			cfg := &proxy.Config{
 				Upstream:         rpURL(upstream.URL),
 				ForwardedHeaders: tt.forwarded,
-				Routes:           []proxy.Route{{Point: p, PathPrefix: "/api"}},
+				Routes:           []proxy.Route{{Point: p, Rule: route.Rule{PathPrefix: "/api"}}},
 				Points:           []*proxy.Point{p},
 			}
 			h, _ := rpHandler(t, cfg, proxy.Options{})
@@ -848,8 +849,8 @@ func TestSwapDuringTraffic(t *testing.T) {
 	})
 	a := rpPoint(t, "a", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{})
 	b := rpPoint(t, "b", nil, proxy.PointOptions{})
-	cfgA := &proxy.Config{Upstream: rpURL("http://a.test"), Routes: []proxy.Route{{Point: a, Path: "/x"}}, Points: []*proxy.Point{a}}
-	cfgB := &proxy.Config{Upstream: rpURL("http://b.test"), ForwardedHeaders: true, Routes: []proxy.Route{{Point: b, Path: "/x"}}, Points: []*proxy.Point{b}}
+	cfgA := &proxy.Config{Upstream: rpURL("http://a.test"), Routes: []proxy.Route{{Point: a, Rule: route.Rule{Path: "/x"}}}, Points: []*proxy.Point{a}}
+	cfgB := &proxy.Config{Upstream: rpURL("http://b.test"), ForwardedHeaders: true, Routes: []proxy.Route{{Point: b, Rule: route.Rule{Path: "/x"}}}, Points: []*proxy.Point{b}}
 	h, _ := rpHandler(t, cfgA, proxy.Options{Transport: transport})
 
 	stop := make(chan struct{})

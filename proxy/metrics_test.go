@@ -13,6 +13,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // family returns the metric family name gathered from reg, or nil.
@@ -60,7 +61,7 @@ func TestUnroutedAndRejected(t *testing.T) {
 	})
 	p := rpPoint(t, "p", nil, proxy.PointOptions{})
 	cfg := &proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{p},
-		Routes: []proxy.Route{{Point: p, Host: "shop.example"}}}
+		Routes: []proxy.Route{{Point: p, Rule: route.Rule{Host: "shop.example"}}}}
 	h, reg := rpHandler(t, cfg, proxy.Options{Transport: transport})
 	for _, step := range []struct {
 		target                   string

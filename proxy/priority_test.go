@@ -9,6 +9,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // TestRoutePriority: a route's priority reaches the limiter. Sheddable
@@ -19,8 +20,8 @@ func TestRoutePriority(t *testing.T) {
 	p := rpPoint(t, "p", func(s *limiter.Settings) { s.VisitThreshold, s.SheddableShare = limiter.At(4), limiter.At(50) }, proxy.PointOptions{})
 	cfg := &proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{p}}
 	for _, rt := range []proxy.Route{
-		{Point: p, Path: "/shed", Priority: limiter.PrioritySheddable},
-		{Point: p, Path: "/critical", Priority: limiter.PriorityCritical},
+		{Point: p, Priority: limiter.PrioritySheddable, Rule: route.Rule{Path: "/shed"}},
+		{Point: p, Priority: limiter.PriorityCritical, Rule: route.Rule{Path: "/critical"}},
 	} {
 		r, err := proxy.NewRoute(rt)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // The routing tests see which route matched from the outside: every point
@@ -45,9 +46,7 @@ func routeHandler(tb testing.TB, specs []routeSpec) (*proxy.Handler, map[string]
 			points[rs.point] = p
 			cfg.Points = append(cfg.Points, p)
 		}
-		rt, err := proxy.NewRoute(proxy.Route{
-			Point: p, Methods: rs.methods, Path: rs.path, PathPrefix: rs.pathPrefix, Host: rs.host,
-		})
+		rt, err := proxy.NewRoute(proxy.Route{Point: p, Rule: route.Rule{Methods: rs.methods, Path: rs.path, PathPrefix: rs.pathPrefix, Host: rs.host}})
 		if err != nil {
 			tb.Fatalf("NewRoute(%+v): %v", rs, err)
 		}
@@ -280,12 +279,12 @@ func TestNewRoute(t *testing.T) {
 		{prefix: "/static/", wantPrefix: "/static/"},
 		{prefix: "//api/v1/../v2", wantPrefix: "/api/v2"},
 		{prefix: "/a%c3%a9", wantPrefix: "/a%C3%A9"},
-		{path: "/a%2Fb", err: proxy.ErrEncodedSlash},
-		{prefix: `/a\b`, err: proxy.ErrBackslash},
-		{prefix: "/a%5c", err: proxy.ErrBackslash},
-		{path: "/a%zz", err: proxy.ErrInvalidEscape},
+		{path: "/a%2Fb", err: route.ErrEncodedSlash},
+		{prefix: `/a\b`, err: route.ErrBackslash},
+		{prefix: "/a%5c", err: route.ErrBackslash},
+		{path: "/a%zz", err: route.ErrInvalidEscape},
 	} {
-		rt, err := proxy.NewRoute(proxy.Route{Path: tt.path, PathPrefix: tt.prefix, Host: "Shop.Example:8443"})
+		rt, err := proxy.NewRoute(proxy.Route{Rule: route.Rule{Path: tt.path, PathPrefix: tt.prefix, Host: "Shop.Example:8443"}})
 		if !errors.Is(err, tt.err) {
 			t.Errorf("NewRoute(%q, %q): got error %v, want %v", tt.path, tt.prefix, err, tt.err)
 			continue
@@ -386,7 +385,7 @@ func TestUpstreamGetsNormalPath(t *testing.T) {
 		return rpReply(r, http.StatusOK, "upstream"), nil
 	})
 	open := rpPoint(t, "open", nil, proxy.PointOptions{})
-	rt, err := proxy.NewRoute(proxy.Route{Point: open, PathPrefix: "/open"})
+	rt, err := proxy.NewRoute(proxy.Route{Point: open, Rule: route.Rule{PathPrefix: "/open"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +497,7 @@ var (
 // request whose escaped path is esc. The path rule is NormalizePath's
 // (FuzzNormalizePath checks it).
 func shopOracle(method, host, esc string) string {
-	path, err := proxy.NormalizePath(esc)
+	path, err := route.NormalizePath(esc)
 	switch {
 	case esc == "*":
 		path, err = esc, nil

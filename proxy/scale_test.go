@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // liveHeap returns the bytes of live heap objects, after a collection.
@@ -57,7 +58,7 @@ func BenchmarkScaleMemory(b *testing.B) {
 		cfg := &Config{Points: make([]*Point, n), Routes: make([]Route, n)}
 		for i, lim := range lims {
 			cfg.Points[i] = NewPoint(lim, PointOptions{})
-			cfg.Routes[i] = Route{Point: cfg.Points[i], Path: paths[i]}
+			cfg.Routes[i] = Route{Point: cfg.Points[i], Rule: route.Rule{Path: paths[i]}}
 		}
 		b.StopTimer()
 		withPoints := liveHeap()
@@ -94,7 +95,7 @@ func scalePoints(tb testing.TB, n int) (*Handler, *prometheus.Registry) {
 			tb.Fatal(err)
 		}
 		cfg.Points[i] = NewPoint(lim, PointOptions{})
-		cfg.Routes[i] = Route{Point: cfg.Points[i], Path: fmt.Sprintf("/api/v1/resource%d/action", i)}
+		cfg.Routes[i] = Route{Point: cfg.Points[i], Rule: route.Rule{Path: fmt.Sprintf("/api/v1/resource%d/action", i)}}
 	}
 	reg := prometheus.NewRegistry()
 	var h *Handler

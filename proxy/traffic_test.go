@@ -15,6 +15,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // trafficUpstream answers after ?sleep (a Go duration; fake time in a
@@ -45,7 +46,7 @@ func trafficConfig(t *testing.T, points ...*proxy.Point) *proxy.Config {
 	t.Helper()
 	cfg := &proxy.Config{Upstream: rpFakeUpstream, Points: points}
 	for _, p := range points {
-		rt, err := proxy.NewRoute(proxy.Route{Point: p, PathPrefix: "/" + p.Name()})
+		rt, err := proxy.NewRoute(proxy.Route{Point: p, Rule: route.Rule{PathPrefix: "/" + p.Name()}})
 		if err != nil {
 			t.Fatal(err)
 		}

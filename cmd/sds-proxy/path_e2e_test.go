@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/sds-proxy/sds-proxy/config"
-	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // pathRoutes: every point but open and echo degrades every request
@@ -169,7 +169,7 @@ func TestRoutePathRuleAgrees(t *testing.T) {
 	} {
 		src := fmt.Sprintf("upstream: http://127.0.0.1:9\nroutes:\n  - point: p\n    match: {path: '%s'}\npoints:\n  p: {visitThreshold: 1}\n", p)
 		_, cfgErr := config.Parse("sds.yaml", []byte(src), config.Options{})
-		_, proxyErr := proxy.NormalizePath(p)
+		_, proxyErr := route.NormalizePath(p)
 		if (cfgErr == nil) != (proxyErr == nil) {
 			t.Errorf("path %q: config says %v, proxy says %v", p, cfgErr, proxyErr)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // translate turns a validated config file into the request path's Config,
@@ -62,9 +63,7 @@ func translateShared(f *config.File, prev *proxy.Config, shared map[string]limit
 		}
 		// NewRoute puts the paths in the normal form requests are routed
 		// by, so that whichever spelling the file uses matches.
-		rt, err := proxy.NewRoute(proxy.Route{
-			Point: p, Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host, Priority: r.Priority,
-		})
+		rt, err := proxy.NewRoute(proxy.Route{Point: p, Priority: r.Priority, Rule: route.Rule{Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host}})
 		if err != nil {
 			return nil, fmt.Errorf("route %d: %w", i+1, err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
+	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
 // adminT0 is the instant of the admin tests' requests, half-way into a
@@ -98,7 +99,7 @@ func newAdminFixtureOn(t *testing.T, start time.Time, transport func(*adminClock
 		}
 		p := proxy.NewPoint(lim, proxy.PointOptions{})
 		cfg.Points = append(cfg.Points, p)
-		cfg.Routes = append(cfg.Routes, proxy.Route{Point: p, PathPrefix: ap.path})
+		cfg.Routes = append(cfg.Routes, proxy.Route{Point: p, Rule: route.Rule{PathPrefix: ap.path}})
 	}
 	reg := prometheus.NewRegistry()
 	f.metrics = proxy.NewMetrics(reg, func() []*proxy.Point { return f.h.Points() })

@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"errors"
@@ -126,14 +126,14 @@ func TestNormalizePathAllocs(t *testing.T) {
 // nothing, host and port matching included.
 func TestRouteAllocs(t *testing.T) {
 	routes := benchRoutes(t)
-	rt := newRouter(routes)
+	rt := NewTable(routes)
 	r, err := http.NewRequest(http.MethodGet, "http://shop.example:8443/api/orders/7?x=1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	allocs := testing.AllocsPerRun(100, func() {
-		path, _, err := requestPath(r)
-		if err != nil || rt.route(r, path) != routes[0].Point {
+		path, _, err := RequestPath(r)
+		if err != nil || rt.Find(r, path) < 0 {
 			t.Fatal("no route")
 		}
 	})
@@ -241,7 +241,7 @@ func FuzzNormalizePath(f *testing.F) {
 // last one matches), for a normal path and a dirty one.
 func BenchmarkRouting(b *testing.B) {
 	routes := benchRoutes(b)
-	rt := newRouter(routes)
+	rt := NewTable(routes)
 	for _, bc := range []struct{ name, target string }{
 		{"normal", "http://a.example:8080/api/orders/7/items?x=1"},
 		{"dirty", "http://a.example:8080/soak/%2e%2e/api//orders/./7/items?x=1"},
@@ -254,8 +254,8 @@ func BenchmarkRouting(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					path, _, err := requestPath(r)
-					if err != nil || rt.route(r, path) != routes[0].Point {
+					path, _, err := RequestPath(r)
+					if err != nil || rt.Find(r, path) < 0 {
 						b.Fatal("no route")
 					}
 				}
@@ -265,18 +265,17 @@ func BenchmarkRouting(b *testing.B) {
 }
 
 // benchRoutes is the route table of TestRouteAllocs and BenchmarkRouting:
-// four routes of one point, the last one matching /api/orders/7.
-func benchRoutes(tb testing.TB) []Route {
+// four rules, the last one matching /api/orders/7 on any host.
+func benchRoutes(tb testing.TB) []Rule {
 	tb.Helper()
-	p := &Point{name: "p"}
-	var routes []Route
-	for _, r := range []Route{
-		{Point: p, Methods: []string{"POST"}, Path: "/api/orders"},
-		{Point: p, PathPrefix: "/api/orders", Host: "shop.example:8443"},
-		{Point: p, PathPrefix: "/static/", Host: "[::1]"},
-		{Point: p, PathPrefix: "/api/orders"},
+	var routes []Rule
+	for _, r := range []Rule{
+		{Methods: []string{"POST"}, Path: "/api/orders"},
+		{PathPrefix: "/api/orders", Host: "shop.example:8443"},
+		{PathPrefix: "/static/", Host: "[::1]"},
+		{PathPrefix: "/api/orders"},
 	} {
-		rt, err := NewRoute(r)
+		rt, err := Normalize(r)
 		if err != nil {
 			tb.Fatal(err)
 		}

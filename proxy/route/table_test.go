@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"crypto/tls"
@@ -10,9 +10,9 @@ import (
 )
 
 // linearRoute is the reference the router must agree with: the routes tried
-// in order, each with every rule of Route (the router's code before it was
+// in order, each with every field of Rule (the router's code before it was
 // compiled), returning the index of the first match or -1.
-func linearRoute(routes []Route, r *http.Request, path string) int {
+func linearRoute(routes []Rule, r *http.Request, path string) int {
 	t := target{method: r.Method, path: path}
 	t.host, t.port = splitHost(r.Host)
 	if t.port == "" {
@@ -30,7 +30,7 @@ func linearRoute(routes []Route, r *http.Request, path string) int {
 }
 
 // linearMatches reports whether t falls under rt, splitting rt's host anew.
-func linearMatches(rt *Route, t *target) bool {
+func linearMatches(rt *Rule, t *target) bool {
 	if len(rt.Methods) > 0 && !contains(rt.Methods, t.method) {
 		return false
 	}
@@ -50,7 +50,7 @@ func linearMatches(rt *Route, t *target) bool {
 }
 
 // compiledRoute is the router's answer as an index, for comparison.
-func compiledRoute(rt *router, r *http.Request, path string) int {
+func compiledRoute(rt *Table, r *http.Request, path string) int {
 	t := newTarget(r, path)
 	return rt.match(&t)
 }
@@ -75,13 +75,13 @@ var (
 // the pools with cuts and variants of the request's own path and host so
 // that many routes nearly match it. Routes are literals: their paths need
 // not be in normal form, and the router must agree with the scan anyway.
-func fuzzTable(spec []byte, path, host string) []Route {
+func fuzzTable(spec []byte, path, host string) []Rule {
 	const maxRoutes = 64
-	var routes []Route
+	var routes []Rule
 	for len(spec) >= 5 && len(routes) < maxRoutes {
 		flags, pathSel, prefixSel, hostSel, methodSel := spec[0], spec[1], spec[2], spec[3], spec[4]
 		spec = spec[5:]
-		var rt Route
+		var rt Rule
 		if flags&1 != 0 {
 			rt.Methods = append(rt.Methods, fuzzMethods[int(methodSel)%len(fuzzMethods)])
 			if methodSel&0x80 != 0 {
@@ -144,7 +144,7 @@ func fuzzHost(sel byte, host string) string {
 
 // checkRouter fails t when the router and the linear scan disagree on the
 // request, and returns the index they agree on.
-func checkRouter(t *testing.T, routes []Route, rt *router, method, host, path string, overTLS bool) int {
+func checkRouter(t *testing.T, routes []Rule, rt *Table, method, host, path string, overTLS bool) int {
 	t.Helper()
 	r := &http.Request{Method: method, Host: host}
 	if overTLS {
@@ -157,7 +157,7 @@ func checkRouter(t *testing.T, routes []Route, rt *router, method, host, path st
 	return want
 }
 
-func describeRoutes(routes []Route) string {
+func describeRoutes(routes []Rule) string {
 	var b strings.Builder
 	for i, rt := range routes {
 		fmt.Fprintf(&b, "\n  %d: methods %q path %q prefix %q host %q", i, rt.Methods, rt.Path, rt.PathPrefix, rt.Host)
@@ -189,7 +189,7 @@ func FuzzRouterMatchesLinear(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, table []byte, method, host, path string, overTLS bool) {
 		routes := fuzzTable(table, path, host)
-		checkRouter(t, routes, newRouter(routes), method, host, path, overTLS)
+		checkRouter(t, routes, NewTable(routes), method, host, path, overTLS)
 	})
 }
 
@@ -210,7 +210,7 @@ func TestRouterMatchesLinear(t *testing.T) {
 			table[i] = byte(rng.Uint32())
 		}
 		routes := fuzzTable(table, path, host)
-		rt := newRouter(routes)
+		rt := NewTable(routes)
 		for range 20 {
 			method := fuzzMethods[rng.IntN(len(fuzzMethods))]
 			if checkRouter(t, routes, rt, method, host, path, rng.IntN(2) == 0) >= 0 {
@@ -230,7 +230,7 @@ func TestRouterMatchesLinear(t *testing.T) {
 // whichever kind it is.
 func TestRouterFirstMatchWins(t *testing.T) {
 	t.Parallel()
-	all := []Route{
+	all := []Rule{
 		{Path: "/api/orders"},
 		{PathPrefix: "/api/"},
 		{PathPrefix: "/api"},
@@ -240,12 +240,12 @@ func TestRouterFirstMatchWins(t *testing.T) {
 	}
 	r := &http.Request{Method: "GET", Host: "shop.example.:8443"}
 	for first := range all {
-		routes := append(append([]Route{}, all[first:]...), all[:first]...)
-		if got := compiledRoute(newRouter(routes), r, "/api/orders"); got != 0 {
+		routes := append(append([]Rule{}, all[first:]...), all[:first]...)
+		if got := compiledRoute(NewTable(routes), r, "/api/orders"); got != 0 {
 			t.Errorf("%v listed first: got route %d, want 0", describeRoutes(routes[:1]), got)
 		}
 	}
-	if got := compiledRoute(newRouter(nil), r, "/"); got != -1 {
+	if got := compiledRoute(NewTable(nil), r, "/"); got != -1 {
 		t.Errorf("no routes: got route %d, want -1", got)
 	}
 }
@@ -253,19 +253,21 @@ func TestRouterFirstMatchWins(t *testing.T) {
 // TestRouterAllocs: routing allocates nothing, whether the host needs
 // folding or not and whichever index answers.
 func TestRouterAllocs(t *testing.T) {
-	routes := append(benchTable(1000, "exact"), Route{Host: "Shop.Example", Point: &Point{name: "host"}},
-		Route{PathPrefix: "/static/", Point: &Point{name: "static"}})
-	rt := newRouter(routes)
-	for _, tt := range []struct{ host, path, want string }{
-		{"a.example", "/api/v1/resource999/action", "p999"},
-		{"SHOP.EXAMPLE:8443", "/nowhere", "host"},
-		{"ſhop.example", "/nowhere", "host"},
-		{"a.example", "/static/x/y/z", "static"},
+	routes := append(benchTable(1000, "exact"), Rule{Host: "Shop.Example"}, Rule{PathPrefix: "/static/"})
+	rt := NewTable(routes)
+	for _, tt := range []struct {
+		host, path string
+		want       int
+	}{
+		{"a.example", "/api/v1/resource999/action", 999},
+		{"SHOP.EXAMPLE:8443", "/nowhere", 1000},
+		{"ſhop.example", "/nowhere", 1000},
+		{"a.example", "/static/x/y/z", 1001},
 	} {
 		r := &http.Request{Method: "GET", Host: tt.host}
 		allocs := testing.AllocsPerRun(100, func() {
-			if p := rt.route(r, tt.path); p == nil || p.name != tt.want {
-				t.Fatalf("%s %s: got %v, want point %s", tt.host, tt.path, p, tt.want)
+			if got := rt.Find(r, tt.path); got != tt.want {
+				t.Fatalf("%s %s: got rule %d, want %d", tt.host, tt.path, got, tt.want)
 			}
 		})
 		if allocs != 0 {
@@ -274,14 +276,14 @@ func TestRouterAllocs(t *testing.T) {
 	}
 }
 
-// benchTable returns n routes of the given kind, each on its own point:
+// benchTable returns n rules of the given kind:
 // "exact" (distinct API paths), "prefix" (distinct API path prefixes) or
 // "grpc" (one exact path per gRPC method), all with the method POST for
 // gRPC and none otherwise. benchPath is the path the last one matches.
-func benchTable(n int, kind string) []Route {
-	routes := make([]Route, n)
+func benchTable(n int, kind string) []Rule {
+	routes := make([]Rule, n)
 	for i := range routes {
-		rt := Route{Point: &Point{name: fmt.Sprintf("p%d", i)}}
+		var rt Rule
 		switch kind {
 		case "exact":
 			rt.Path = fmt.Sprintf("/api/v1/resource%d/action", i)
@@ -317,12 +319,11 @@ func BenchmarkRoute(b *testing.B) {
 			routes := benchTable(n, kind)
 			path := benchPath(n, kind)
 			r := &http.Request{Method: "POST", Host: "svc.example:8080"}
-			want := routes[n-1].Point
-			rt := newRouter(routes)
+			rt := NewTable(routes)
 			b.Run(fmt.Sprintf("%s/routes=%d", kind, n), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					if rt.route(r, path) != want {
+					if rt.Find(r, path) != n-1 {
 						b.Fatal("wrong route")
 					}
 				}

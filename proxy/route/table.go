@@ -1,4 +1,4 @@
-package proxy
+package route
 
 import (
 	"math"
@@ -8,13 +8,14 @@ import (
 	"unicode/utf8"
 )
 
-// router is a Config's routes compiled once, when the Config is swapped
-// in, so that routing a request costs about the same with 10,000 routes
-// as with one. It answers exactly what trying the routes in order would
+// Table is a list of rules compiled once (the proxy compiles its routes
+// when a Config is swapped in), so that finding the rule of a request
+// costs about the same with 10,000 rules as with one. It answers exactly
+// what trying the rules in order would
 // (first match wins): each route is filed under the most selective key it
 // has, a request looks up the few sets its own path, host and method can
 // fall under, checks the routes of each set in config order with every
-// rule of Route (Route.matchesHost), and takes the lowest index found.
+// field of Rule (Rule.matchesHost), and takes the lowest index found.
 //
 //   - A route with a Path is filed under that path (exact).
 //   - Else one with a PathPrefix is filed in a trie of path segments, at
@@ -27,11 +28,11 @@ import (
 // hosts cost one lookup too. What a request pays grows with the depth of
 // its path (one map lookup per segment, while the trie follows it) and
 // with the routes that share both its path key and its host, never with
-// the length of the table. A router is immutable and safe for concurrent
+// the length of the table. A Table is immutable and safe for concurrent
 // use.
-type router struct {
-	routes []Route
-	hosts  []routeHost // routes[i]'s host, split once
+type Table struct {
+	rules []Rule
+	hosts []routeHost // routes[i]'s host, split once
 	// exact holds the routes with a Path, by that path; maxExact is the
 	// longest such path, beyond which no lookup is made.
 	exact    map[string]*routeSet
@@ -83,18 +84,18 @@ type prefixNode struct {
 	open *routeSet
 }
 
-// newRouter compiles routes, which it keeps and never changes. Its cost is
-// linear in the routes and their paths.
-func newRouter(routes []Route) *router {
-	rt := &router{
-		routes:    routes,
-		hosts:     make([]routeHost, len(routes)),
+// NewTable compiles rules, which it keeps and never changes. Its cost is
+// linear in the rules and their paths.
+func NewTable(rules []Rule) *Table {
+	rt := &Table{
+		rules:     rules,
+		hosts:     make([]routeHost, len(rules)),
 		exact:     make(map[string]*routeSet),
 		byMethod:  make(map[string]int32),
 		anyMethod: noRoute,
 	}
-	for i := range routes {
-		r := &routes[i]
+	for i := range rules {
+		r := &rules[i]
 		idx := int32(i)
 		if r.Host != "" {
 			name, port := splitHost(r.Host)
@@ -171,26 +172,15 @@ func (n *prefixNode) add(prefix string) *routeSet {
 	return *set
 }
 
-// route returns the point of the first route that matches r, whose escaped
-// path in normal form is path (requestPath), or nil. It allocates nothing.
-func (rt *router) route(r *http.Request, path string) *Point {
-	if m := rt.find(r, path); m != nil {
-		return m.Point
-	}
-	return nil
-}
-
-// find returns the first route that matches r, whose routed path is path,
-// or nil.
-func (rt *router) find(r *http.Request, path string) *Route {
-	if len(rt.routes) == 0 {
-		return nil
+// Find returns the index of the first rule that matches r, whose escaped
+// path in normal form is path (RequestPath), or -1 when none does. It
+// allocates nothing.
+func (rt *Table) Find(r *http.Request, path string) int {
+	if len(rt.rules) == 0 {
+		return -1
 	}
 	t := newTarget(r, path)
-	if i := rt.match(&t); i >= 0 {
-		return &rt.routes[i]
-	}
-	return nil
+	return rt.match(&t)
 }
 
 // newTarget works out what routing reads of r, whose routed path is path.
@@ -217,7 +207,7 @@ type hostKey struct {
 }
 
 // match returns the index of the first route that matches t, or -1.
-func (rt *router) match(t *target) int {
+func (rt *Table) match(t *target) int {
 	if rt.hostNamed && !isFolded(t.host) {
 		return rt.matchFolding(t)
 	}
@@ -225,14 +215,14 @@ func (rt *router) match(t *target) int {
 }
 
 // matchFolding is match for a host that needs folding, on a stack buffer.
-func (rt *router) matchFolding(t *target) int {
+func (rt *Table) matchFolding(t *target) int {
 	var buf [maxHostKey]byte
 	n, ok := foldHost(&buf, t.host)
 	return rt.matchKey(t, hostKey{folded: buf[:n], none: !ok})
 }
 
 // matchKey is match once the host's key is known.
-func (rt *router) matchKey(t *target, key hostKey) int {
+func (rt *Table) matchKey(t *target, key hostKey) int {
 	best := rt.anyMethod
 	if len(rt.byMethod) > 0 {
 		if i, ok := rt.byMethod[t.method]; ok {
@@ -252,7 +242,7 @@ func (rt *router) matchKey(t *target, key hostKey) int {
 
 // firstPrefix walks the prefix trie along t's path and returns the index of
 // the first route filed on the way that matches t, if below best, else best.
-func (rt *router) firstPrefix(best int32, t *target, key hostKey) int32 {
+func (rt *Table) firstPrefix(best int32, t *target, key hostKey) int32 {
 	n, rest := &rt.prefixes, t.path
 	for n.children != nil {
 		// A byte loop, not strings.Cut: segments are short, and
@@ -276,7 +266,7 @@ func (rt *router) firstPrefix(best int32, t *target, key hostKey) int32 {
 
 // first returns the index of the first route of s that matches t, if below
 // best, else best. s may be nil.
-func (rt *router) first(s *routeSet, best int32, t *target, key hostKey) int32 {
+func (rt *Table) first(s *routeSet, best int32, t *target, key hostKey) int32 {
 	if s == nil {
 		return best
 	}
@@ -293,12 +283,12 @@ func (rt *router) first(s *routeSet, best int32, t *target, key hostKey) int32 {
 
 // firstOf returns the first index of list, which is in ascending order,
 // whose route matches t, if below best, else best.
-func (rt *router) firstOf(list []int32, best int32, t *target) int32 {
+func (rt *Table) firstOf(list []int32, best int32, t *target) int32 {
 	for _, i := range list {
 		if i >= best {
 			break
 		}
-		if rt.routes[i].matchesHost(rt.hosts[i], t) {
+		if rt.rules[i].matchesHost(rt.hosts[i], t) {
 			return i
 		}
 	}

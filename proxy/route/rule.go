@@ -1,20 +1,24 @@
-package proxy
+// Package route is how the proxy names the point of a request: rules
+// that match a request by method, path, path prefix and host (Rule), a
+// table that finds the first matching rule among thousands at the cost
+// of a few map lookups (Table), and the normal form of paths both are
+// compared in (NormalizePath, RequestPath), so that no spelling of a path
+// reaches the upstream under another point's name. It knows nothing of
+// points or limiters: a match is an index into the rules.
+package route
 
 import (
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-
-	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
-// Route maps matching requests to a point. Every field set must match; a
-// Route with no field set matches every request. Build it with NewRoute,
-// which puts its paths in normal form; a Route literal whose paths are
-// not in normal form never matches the spellings that differ.
-type Route struct {
-	Point *Point
+// Rule matches requests. Every field set must match; a Rule with no
+// field set matches every request. Build it with Normalize, which puts
+// its paths in normal form; a Rule whose paths are not in normal form
+// never matches the spellings that differ.
+type Rule struct {
 	// Methods, if not empty, lists the methods that match (exact, upper case).
 	Methods []string
 	// Path, if set, must equal the request's path, both escaped and in
@@ -33,24 +37,20 @@ type Route struct {
 	// port must be that one, where a request whose Host carries no port
 	// has its scheme's default (80, or 443 over TLS).
 	Host string
-	// Priority is the priority of the requests the route matches, which
-	// the point's limiter judges them by (limiter.Request);
-	// the zero Priority is limiter.PriorityDefault.
-	Priority limiter.Priority
 }
 
-// NewRoute returns r with Path and PathPrefix in normal form
-// (NormalizePath), so that a route matches whichever spelling of its path
+// Normalize returns r with Path and PathPrefix in normal form
+// (NormalizePath), so that a rule matches whichever spelling of its path
 // the user wrote. It fails on a path that NormalizePath rejects (an
 // encoded slash, a backslash, an invalid escape): no request could match it.
-func NewRoute(r Route) (Route, error) {
+func Normalize(r Rule) (Rule, error) {
 	for _, p := range []*string{&r.Path, &r.PathPrefix} {
 		if *p == "" {
 			continue
 		}
 		norm, err := NormalizePath(*p)
 		if err != nil {
-			return Route{}, fmt.Errorf("route path %q: %w", *p, err)
+			return Rule{}, fmt.Errorf("route path %q: %w", *p, err)
 		}
 		*p = norm
 	}
@@ -65,9 +65,9 @@ type target struct {
 	port   string // the Host header's port, or the scheme's default
 }
 
-// matchesHost reports whether t falls under the route, whose Host split by
+// matchesHost reports whether t falls under the rule, whose Host split by
 // splitHost is h.
-func (rt *Route) matchesHost(h routeHost, t *target) bool {
+func (rt *Rule) matchesHost(h routeHost, t *target) bool {
 	if len(rt.Methods) > 0 && !contains(rt.Methods, t.method) {
 		return false
 	}
@@ -141,12 +141,12 @@ func samePort(a, b string) bool {
 	return strings.TrimLeft(a, "0") == strings.TrimLeft(b, "0")
 }
 
-// requestPath returns the escaped path r is routed by, in normal form, and
+// RequestPath returns the escaped path r is routed by, in normal form, and
 // the same again as rewritten when it differs from the path r carries, for
 // the upstream; rewritten is "" when r's own path is normal. A path that
 // NormalizePath rejects is returned as err. "*" (OPTIONS *) is routed as it
 // is, and an empty path as "/".
-func requestPath(r *http.Request) (path, rewritten string, err error) {
+func RequestPath(r *http.Request) (path, rewritten string, err error) {
 	esc := r.URL.EscapedPath()
 	switch esc {
 	case "*":
@@ -161,16 +161,16 @@ func requestPath(r *http.Request) (path, rewritten string, err error) {
 	return path, path, nil
 }
 
-// badPath answers a request whose path NormalizePath rejected: 400 with a
+// BadPath answers a request whose path NormalizePath rejected: 400 with a
 // one-line plain-text reason. Nothing reaches the upstream or a point.
-func badPath(w http.ResponseWriter, err error) {
+func BadPath(w http.ResponseWriter, err error) {
 	http.Error(w, "400 Bad Request: "+err.Error(), http.StatusBadRequest)
 }
 
-// setPath gives the outgoing request the escaped path path (in normal
+// SetPath gives the outgoing request the escaped path path (in normal
 // form), keeping URL.Path and URL.RawPath consistent; the query is left
 // as it is.
-func setPath(u *url.URL, path string) {
+func SetPath(u *url.URL, path string) {
 	decoded, err := url.PathUnescape(path)
 	if err != nil {
 		return // not reached: a normal path's escapes are all valid
