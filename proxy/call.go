@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 )
 
 // call is one request on its way through the Handler, from ServeHTTP's
@@ -18,10 +19,10 @@ import (
 // names has a call with no point: it is forwarded and answered, never
 // measured.
 type call struct {
-	h       *Handler
-	snap    *snapshot
-	point   *Point        // nil: unrouted
-	metrics *pointMetrics // the point's series; nil when point is nil
+	h      *Handler
+	snap   *snapshot
+	point  *Point         // nil: unrouted
+	series *metrics.Point // the point's series; nil when point is nil
 	// path is the escaped, normalised path the request was routed by,
 	// which the upstream receives; "" when it is the request's own.
 	path    string
@@ -111,6 +112,20 @@ func callOf(r *http.Request) *call { return r.Context().Value(callKey{}).(*call)
 // it went away, or half-closed its connection.
 func (c *call) clientGone() bool { return c.ctx.Context != nil && c.ctx.Context.Err() != nil }
 
+// errorCounter returns the sds_upstream_errors_total series of e on c's
+// point, or nil for none.
+func (c *call) errorCounter(e upstreamError) *metrics.Counter {
+	switch e {
+	case errTimeout:
+		return c.series.TimeoutErrors
+	case errTransport:
+		return c.series.TransportErrors
+	case errBody:
+		return c.series.BodyErrors
+	}
+	return nil
+}
+
 // reason is why a degraded request gets its point's fallback.
 func (c *call) reason() reason {
 	if c.forced == ForceDegrade {
@@ -130,9 +145,9 @@ func (c *call) end(now time.Time) time.Duration {
 	}
 	o := classify(c)
 	if o.status {
-		c.metrics.statusErrors.Inc()
+		c.series.StatusErrors.Inc()
 	}
-	if n := c.metrics.errorCounter(o.err); n != nil {
+	if n := c.errorCounter(o.err); n != nil {
 		n.Inc()
 	}
 	timedOutBefore := c.lim.Timeout(now) // counts it now if not yet counted
@@ -142,8 +157,8 @@ func (c *call) end(now time.Time) time.Duration {
 		c.h.probeEnded(c, o.outcome, now)
 	}
 	if timedOutBefore {
-		c.metrics.timeouts.Inc()
+		c.series.Timeouts.Inc()
 	}
-	c.metrics.observeDuration(took.Seconds(), traceID(c.header), now)
+	c.series.ObserveDuration(took.Seconds(), traceID(c.header), now)
 	return took
 }

@@ -105,7 +105,7 @@ func (c *call) alarm() {
 	counted := timedOut && c.lim.Timeout(now)
 	k.mu.Unlock()
 	if counted {
-		c.metrics.timeouts.Inc()
+		c.series.Timeouts.Inc()
 	}
 	if cut {
 		c.cut.Store(true)

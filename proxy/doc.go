@@ -1,9 +1,29 @@
-// Package proxy is the request path of sds-proxy: an http.Handler that maps
-// each request to a point by its routes, asks the point's limiter whether
-// the service may be called, and either forwards the request with
-// httputil.ReverseProxy (measuring the upstream call and feeding the
-// outcome back to the limiter) or answers at once with the point's prebuilt
-// fallback.
+// Package proxy is the request path of sds-proxy: an http.Handler that
+// names each request's point by its routes, has the point's limiter judge
+// it, and either forwards it with httputil.ReverseProxy or answers at once
+// with the point's prebuilt fallback.
+//
+// One request, top to bottom (handler.go):
+//
+//	ServeHTTP  route.RequestPath, routeTable.find  → the point, or none
+//	enter      an operator's switch (force.go), or limiter.Point.Enter,
+//	           whose Request.Gate is the fleet-wide bucket
+//	defer exit call.end: the limiter's Exit, once; the access log line
+//	forward    ReverseProxy → meter.RoundTrip (meter.go) records what the
+//	           upstream did; its bodies time their reads (clock.go)
+//	  or       fallbackHandler.serve (fallback.go)
+//
+// classify (meter.go) is the one place an outcome is decided, when the
+// call ends; the ErrorHandler only writes the answer of the failure the
+// meter returned. The upstream clock and the alarms' sweeper (clock.go,
+// alarms.go) count a timeout in flight and cut a call at its
+// UpstreamTimeout. Run settles the points every TickInterval (record.go).
+//
+// What it leaves to other packages: route matching and path normal form
+// (proxy/route), the metrics and traffic figures (proxy/metrics), the
+// HTTP/1.1 client (proxy/h1), the admin port (proxy/admin), connection
+// limits (proxy/connlimit), the event history (proxy/events) and the
+// fleet-wide bucket (proxy/cluster).
 //
 // The running configuration is one immutable Config, swapped atomically
 // (Handler.Swap), so a request sees one configuration from start to end.

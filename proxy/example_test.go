@@ -12,6 +12,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
@@ -47,8 +48,8 @@ func ExampleNew() {
 
 	reg := prometheus.NewRegistry()
 	var h *proxy.Handler
-	metrics := proxy.NewMetrics(reg, func() []*proxy.Point { return h.Points() })
-	h = proxy.New(cfg, proxy.Options{Logger: zap.NewNop(), Metrics: metrics})
+	ms := metrics.NewSet(reg, func() []metrics.Source { return h.Sources() })
+	h = proxy.New(cfg, proxy.Options{Logger: zap.NewNop(), Metrics: ms})
 
 	front := httptest.NewServer(h)
 	defer front.Close()

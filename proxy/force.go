@@ -168,7 +168,7 @@ func (h *Handler) Force(point string, action ForceAction, ttl time.Duration, rea
 	now := h.now()
 	e := &forceEntry{
 		Force:    Force{Point: point, Action: action, Reason: reason, Since: now, Until: now.Add(ttl)},
-		requests: h.opts.Metrics.force.requests.WithLabelValues(point, action.String()),
+		requests: h.opts.Metrics.Forces.Requests.WithLabelValues(point, action.String()),
 	}
 	var replaced *forceEntry
 	h.forces.change(func(m map[string]*forceEntry) {
@@ -176,10 +176,10 @@ func (h *Handler) Force(point string, action ForceAction, ttl time.Duration, rea
 		m[point] = e
 	})
 	if replaced != nil {
-		h.opts.Metrics.force.active.DeleteLabelValues(point, replaced.Action.String())
+		h.opts.Metrics.Forces.Active.DeleteLabelValues(point, replaced.Action.String())
 	}
-	h.opts.Metrics.force.active.WithLabelValues(point, action.String()).Set(1)
-	h.opts.Metrics.force.changes.WithLabelValues(action.String()).Inc()
+	h.opts.Metrics.Forces.Active.WithLabelValues(point, action.String()).Set(1)
+	h.opts.Metrics.Forces.Changes.WithLabelValues(action.String()).Inc()
 	h.record(events.Event{At: now, Kind: events.Force, Point: point,
 		Detail: fmt.Sprintf("%s for %s: %s", action, ttl, reason)})
 	h.opts.Logger.Warn("point forced", zap.String("point", point), zap.String("action", action.String()),
@@ -276,41 +276,11 @@ func (h *Handler) endForce(e *forceEntry, now time.Time, cause string) {
 	if e.Until.Before(now) {
 		at = e.Until
 	}
-	h.opts.Metrics.force.active.DeleteLabelValues(e.Point, e.Action.String())
-	h.opts.Metrics.force.changes.WithLabelValues("end").Inc()
+	h.opts.Metrics.Forces.Active.DeleteLabelValues(e.Point, e.Action.String())
+	h.opts.Metrics.Forces.Changes.WithLabelValues("end").Inc()
 	h.record(events.Event{At: at, Kind: events.ForceEnd, Point: e.Point, Detail: e.Action.String() + " ended: " + cause})
 	h.opts.Logger.Info("point force ended", zap.String("point", e.Point), zap.String("action", e.Action.String()),
 		zap.String("cause", cause))
-}
-
-// forceMetrics are the switches' metrics.
-type forceMetrics struct {
-	requests *prometheus.CounterVec // point, action
-	active   *prometheus.GaugeVec   // point, action
-	changes  *prometheus.CounterVec // action
-}
-
-// newForceMetrics registers the switches' metrics on reg.
-func newForceMetrics(reg prometheus.Registerer) forceMetrics {
-	m := forceMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_forced_requests_total",
-			Help: "Requests answered under an operator's switch, by action: degrade (answered by the fallback; also in sds_requests_total{result=\"degraded\"}, not in sds_degraded_total, which counts strategies) or pass (forwarded unjudged; also in sds_requests_total{result=\"proxied\"}).",
-		}, []string{"point", "action"}),
-		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sds_point_forced",
-			Help: "1 while an operator's switch (degrade or pass) is on for the point; absent otherwise.",
-		}, []string{"point", "action"}),
-		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_force_changes_total",
-			Help: "Operator switches set, by action (degrade, pass), and ended (end: cleared, expired or the point left the config).",
-		}, []string{"action"}),
-	}
-	for _, a := range []string{"degrade", "pass", "end"} {
-		m.changes.WithLabelValues(a)
-	}
-	reg.MustRegister(m.requests, m.active, m.changes)
-	return m
 }
 
 // forcedField is the access log's "forced" field: the switch's action,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 )
 
 // ExampleHandler_Force switches a point to degrade every request for ten
@@ -24,8 +25,8 @@ func ExampleHandler_Force() {
 	cfg := &proxy.Config{Upstream: rpFakeUpstream, Routes: []proxy.Route{{Point: point}}, Points: []*proxy.Point{point}}
 	now := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	var h *proxy.Handler
-	metrics := proxy.NewMetrics(prometheus.NewRegistry(), func() []*proxy.Point { return h.Points() })
-	h = proxy.New(cfg, proxy.Options{Logger: zap.NewNop(), Metrics: metrics, Now: func() time.Time { return now }})
+	ms := metrics.NewSet(prometheus.NewRegistry(), func() []metrics.Source { return h.Sources() })
+	h = proxy.New(cfg, proxy.Options{Logger: zap.NewNop(), Metrics: ms, Now: func() time.Time { return now }})
 
 	sw, err := h.Force("orders.read", proxy.ForceDegrade, 10*time.Minute, "INC-7: orders DB failover")
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 	"github.com/sds-proxy/sds-proxy/proxy/h1"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
@@ -34,7 +35,7 @@ type Options struct {
 	// Config in force has AccessLog set. It must not be sampled.
 	AccessLog *zap.Logger
 	// Metrics records the request path's metrics.
-	Metrics *Metrics
+	Metrics *metrics.Set
 	// Transport overrides the upstream transport (tests); nil means one
 	// built by NewTransport.
 	Transport http.RoundTripper
@@ -62,8 +63,9 @@ type Handler struct {
 type snapshot struct {
 	*Config
 	transport http.RoundTripper
-	metrics   map[*Point]*pointMetrics // every point of Points and Routes
-	routes    routeTable               // Routes compiled
+	series    map[*Point]*metrics.Point // every point of Points and Routes
+	sources   []metrics.Source          // Points, as the metrics read them
+	routes    routeTable                // Routes compiled
 }
 
 // New returns a Handler serving cfg.
@@ -72,7 +74,7 @@ func New(cfg *Config, opts Options) *Handler {
 	if h.now == nil {
 		h.now = time.Now
 	}
-	opts.Metrics.setClock(h.now)
+	opts.Metrics.SetClock(h.now)
 	h.alarms.now, h.alarms.wake = h.now, make(chan struct{}, 1)
 	h.plain = opts.Transport
 	if h.plain == nil {
@@ -105,16 +107,20 @@ func (h *Handler) Swap(cfg *Config) {
 		}
 		s.transport = h.h2c
 	}
-	s.metrics = make(map[*Point]*pointMetrics, len(cfg.Points))
+	s.series = make(map[*Point]*metrics.Point, len(cfg.Points))
 	for _, p := range cfg.Points {
-		s.metrics[p] = h.opts.Metrics.forPoint(p.name)
+		s.series[p] = h.opts.Metrics.ForPoint(p.name)
 	}
 	for _, rt := range cfg.Routes {
-		if _, ok := s.metrics[rt.Point]; !ok && rt.Point != nil {
-			s.metrics[rt.Point] = h.opts.Metrics.forPoint(rt.Point.name)
+		if _, ok := s.series[rt.Point]; !ok && rt.Point != nil {
+			s.series[rt.Point] = h.opts.Metrics.ForPoint(rt.Point.name)
 		}
 	}
 	s.routes = newRouteTable(cfg.Routes)
+	s.sources = make([]metrics.Source, len(cfg.Points))
+	for i, p := range cfg.Points {
+		s.sources[i] = metrics.Source{Limiter: p.lim, Gated: p.shared != nil}
+	}
 	h.current.Store(s)
 	h.dropForces(cfg)
 }
@@ -124,6 +130,11 @@ func (h *Handler) Config() *Config { return h.current.Load().Config }
 
 // Points returns the points of the configuration in force.
 func (h *Handler) Points() []*Point { return h.current.Load().Points }
+
+// Sources returns the points of the configuration in force as the
+// metrics read them (metrics.NewSet's points), in config order. The slice
+// is the configuration's: it must not be changed.
+func (h *Handler) Sources() []metrics.Source { return h.current.Load().sources }
 
 // Snapshots returns the state of each point of the configuration in force
 // at now, in config order (limiter.Point.Snapshot): what the admin port
@@ -142,17 +153,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := h.current.Load()
 	path, rewritten, err := route.RequestPath(r)
 	if err != nil {
-		h.opts.Metrics.rejectedPath.Inc()
+		h.opts.Metrics.RejectedPath.Inc()
 		route.BadPath(w, err)
 		return
 	}
 	rt := s.routes.find(r, path)
 	if rt == nil || rt.Point == nil {
-		h.opts.Metrics.unrouted.Inc()
+		h.opts.Metrics.Unrouted.Inc()
 		h.forward(w, r, &call{h: h, snap: s, path: rewritten})
 		return
 	}
-	c := &call{h: h, snap: s, point: rt.Point, metrics: s.metrics[rt.Point], path: rewritten}
+	c := &call{h: h, snap: s, point: rt.Point, series: s.series[rt.Point], path: rewritten}
 	h.enter(w, r, c, rt.Priority)
 	defer h.exit(r, c)
 	if !c.verdict.Allowed {
@@ -174,12 +185,12 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 		f.requests.Inc()
 		if f.Action == ForceDegrade {
 			p.lim.Refuse(now)
-			c.metrics.degraded.Inc()
+			c.series.Degraded.Inc()
 			return
 		}
 		p.lim.Admit(&c.lim, now)
 		c.verdict.Allowed = true
-		c.metrics.proxied.Inc()
+		c.series.Proxied.Inc()
 		return
 	}
 	req := limiter.Request{Priority: priority, Gate: p.shared}
@@ -188,14 +199,14 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 	h.pointEvents(p, c.verdict, c.verdict.Events, now, byRequest)
 	switch {
 	case !c.verdict.Allowed:
-		c.metrics.degraded.Inc()
-		c.metrics.strategyCounter(c.verdict.Strategy).Inc()
+		c.series.Degraded.Inc()
+		c.series.Strategy(c.verdict.Strategy).Inc()
 	case c.verdict.Shadow:
 		w.Header().Set("Sds-Shadow-Degraded", p.fallback.answer(verdictReason(c.verdict)).degraded)
-		c.metrics.shadowDegraded.Inc()
-		c.metrics.shadowStrategyCounter(c.verdict.Strategy).Inc()
+		c.series.ShadowDegraded.Inc()
+		c.series.ShadowStrategy(c.verdict.Strategy).Inc()
 	default:
-		c.metrics.proxied.Inc()
+		c.series.Proxied.Inc()
 	}
 }
 
@@ -236,7 +247,7 @@ func (h *Handler) exit(r *http.Request, c *call) {
 	if c.verdict.Allowed {
 		took = c.end(h.now())
 		if c.grpc != nil && c.copied && grpcFailed(c.grpc.Trailer) && c.lim.FailAfterExit(h.now()) {
-			c.metrics.statusErrors.Inc()
+			c.series.StatusErrors.Inc()
 		}
 	}
 	h.access(r, c, took)

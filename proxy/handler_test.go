@@ -27,6 +27,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
@@ -81,7 +82,7 @@ func rpHandler(tb testing.TB, cfg *proxy.Config, o proxy.Options) (*proxy.Handle
 	}
 	reg := prometheus.NewRegistry()
 	var h *proxy.Handler
-	o.Metrics = proxy.NewMetrics(reg, func() []*proxy.Point { return h.Points() })
+	o.Metrics = metrics.NewSet(reg, func() []metrics.Source { return h.Sources() })
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}

@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,25 +28,6 @@ func family(t *testing.T, reg *prometheus.Registry, name string) *dto.MetricFami
 		}
 	}
 	return nil
-}
-
-func TestRegisterBuildInfo(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	proxy.RegisterBuildInfo(reg, "v1.2.3")
-	f := family(t, reg, "sds_build_info")
-	if f == nil || len(f.GetMetric()) != 1 {
-		t.Fatalf("sds_build_info: got %v, want one series", f)
-	}
-	m := f.GetMetric()[0]
-	labels := map[string]string{}
-	for _, l := range m.GetLabel() {
-		labels[l.GetName()] = l.GetValue()
-	}
-	if f.GetType() != dto.MetricType_GAUGE || m.GetGauge().GetValue() != 1 ||
-		len(labels) != 2 || labels["version"] != "v1.2.3" || labels["goversion"] != runtime.Version() {
-		t.Errorf("sds_build_info: got %v %v = %v, want a gauge {version=v1.2.3, goversion=%s} = 1",
-			f.GetType(), labels, m.GetGauge().GetValue(), runtime.Version())
-	}
 }
 
 // TestUnroutedAndRejected checks that a request matching no route is

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
@@ -64,8 +65,8 @@ func BenchmarkScaleMemory(b *testing.B) {
 		withPoints := liveHeap()
 		b.StartTimer()
 		var h *Handler
-		metrics := NewMetrics(prometheus.NewRegistry(), func() []*Point { return h.Points() })
-		h = New(&Config{Points: cfg.Points}, Options{Logger: zap.NewNop(), Metrics: metrics})
+		ms := metrics.NewSet(prometheus.NewRegistry(), func() []metrics.Source { return h.Sources() })
+		h = New(&Config{Points: cfg.Points}, Options{Logger: zap.NewNop(), Metrics: ms})
 		b.StopTimer()
 		withSeries := liveHeap()
 		b.StartTimer()
@@ -99,8 +100,8 @@ func scalePoints(tb testing.TB, n int) (*Handler, *prometheus.Registry) {
 	}
 	reg := prometheus.NewRegistry()
 	var h *Handler
-	metrics := NewMetrics(reg, func() []*Point { return h.Points() })
-	h = New(cfg, Options{Logger: zap.NewNop(), Metrics: metrics})
+	ms := metrics.NewSet(reg, func() []metrics.Source { return h.Sources() })
+	h = New(cfg, Options{Logger: zap.NewNop(), Metrics: ms})
 	return h, reg
 }
 

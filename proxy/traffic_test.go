@@ -15,6 +15,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
@@ -34,10 +35,10 @@ var trafficUpstream = rpRoundTrip(func(r *http.Request) (*http.Response, error) 
 
 // trafficHandler serves points routed by path prefix "/<name>" and
 // returns its Metrics.
-func trafficHandler(t *testing.T, points ...*proxy.Point) (*proxy.Handler, *proxy.Metrics) {
+func trafficHandler(t *testing.T, points ...*proxy.Point) (*proxy.Handler, *metrics.Set) {
 	t.Helper()
 	var h *proxy.Handler
-	m := proxy.NewMetrics(prometheus.NewRegistry(), func() []*proxy.Point { return h.Points() })
+	m := metrics.NewSet(prometheus.NewRegistry(), func() []metrics.Source { return h.Sources() })
 	h = proxy.New(trafficConfig(t, points...), proxy.Options{Logger: zap.NewNop(), Metrics: m, Transport: trafficUpstream})
 	return h, m
 }
@@ -86,7 +87,7 @@ func sameFloat(a, b float64) bool {
 	return a == b || math.Abs(a-b) <= 1e-12*math.Max(math.Abs(a), math.Abs(b))
 }
 
-func checkTraffic(t *testing.T, what string, got proxy.Traffic, want proxy.Traffic) {
+func checkTraffic(t *testing.T, what string, got metrics.Traffic, want metrics.Traffic) {
 	t.Helper()
 	if got.Span != want.Span || got.Calls != want.Calls ||
 		!sameFloat(got.RequestsPerSecond, want.RequestsPerSecond) ||
@@ -132,15 +133,15 @@ func TestTraffic(t *testing.T) {
 		// the upper bound of bucket 0. The median is the 50th of the 90
 		// calls in bucket -53; the 99th percentile the 9th of the 10 in
 		// bucket 0.
-		checkTraffic(t, "fwd", got, proxy.Traffic{
+		checkTraffic(t, "fwd", got, metrics.Traffic{
 			Span: 2 * time.Second, RequestsPerSecond: 50, Calls: 100, ErrorPercent: 5,
 			P50: bucketPoint(-54 + 50.0/90), P99: bucketPoint(-1 + 9.0/10),
 		})
 		got, _ = m.Traffic("deg", t2)
-		checkTraffic(t, "deg", got, proxy.Traffic{Span: 2 * time.Second, RequestsPerSecond: 10, DegradedPerSecond: 10})
+		checkTraffic(t, "deg", got, metrics.Traffic{Span: 2 * time.Second, RequestsPerSecond: 10, DegradedPerSecond: 10})
 		// 4ms lies in bucket -63 (2^(-64/8) < 0.004 <= 2^(-63/8)).
 		got, _ = m.Traffic("sh", t2)
-		checkTraffic(t, "sh", got, proxy.Traffic{
+		checkTraffic(t, "sh", got, metrics.Traffic{
 			Span: 2 * time.Second, RequestsPerSecond: 10, ShadowDegradedPerSecond: 10, Calls: 20,
 			P50: bucketPoint(-64 + 10.0/20), P99: bucketPoint(-64 + 19.8/20),
 		})
@@ -172,13 +173,13 @@ func TestTrafficWindow(t *testing.T) {
 			t.Fatal("no traffic")
 		}
 		// Every call lies in bucket -26 (2^(-27/8) < 0.1 <= 2^(-26/8)).
-		checkTraffic(t, "10 s back", got, proxy.Traffic{
+		checkTraffic(t, "10 s back", got, metrics.Traffic{
 			Span: 10 * time.Second, RequestsPerSecond: 1, Calls: 10,
 			P50: bucketPoint(-27 + 5.0/10), P99: bucketPoint(-27 + 9.9/10),
 		})
 		// Asked 3 s later, the oldest sample within 10 s is at t0+7.5s.
 		got, _ = m.Traffic("p", last.Add(3*time.Second))
-		checkTraffic(t, "3 s later", got, proxy.Traffic{
+		checkTraffic(t, "3 s later", got, metrics.Traffic{
 			Span: 7 * time.Second, RequestsPerSecond: 1, Calls: 7,
 			P50: bucketPoint(-27 + 3.5/7), P99: bucketPoint(-27 + 6.93/7),
 		})
@@ -190,7 +191,7 @@ func TestTrafficWindow(t *testing.T) {
 		// second, so no error percentage nor quantile.
 		m.Sample(last.Add(time.Second))
 		got, _ = m.Traffic("p", last.Add(10*time.Second))
-		checkTraffic(t, "idle", got, proxy.Traffic{Span: time.Second})
+		checkTraffic(t, "idle", got, metrics.Traffic{Span: time.Second})
 	})
 }
 
@@ -243,14 +244,14 @@ func TestTrafficHistogramChanges(t *testing.T) {
 		sendAll(h, spread...)
 		m.Sample(t0.Add(5 * time.Second))
 		got, _ := m.Traffic("p", t0.Add(5*time.Second))
-		checkTraffic(t, "resolution lowered", got, proxy.Traffic{Span: 5 * time.Second, RequestsPerSecond: 34})
+		checkTraffic(t, "resolution lowered", got, metrics.Traffic{Span: 5 * time.Second, RequestsPerSecond: 34})
 
 		// From the first sample at schema 2: 4 calls of 10ms, in bucket
 		// -26 at schema 2 (2^(-27/4) < 0.01 <= 2^(-26/4)).
 		sendAll(h, repeat(4, "/p?sleep=10ms")...)
 		m.Sample(t0.Add(6 * time.Second))
 		got, _ = m.Traffic("p", t0.Add(6*time.Second))
-		checkTraffic(t, "after the change", got, proxy.Traffic{
+		checkTraffic(t, "after the change", got, metrics.Traffic{
 			Span: 6 * time.Second, RequestsPerSecond: 174.0 / 6, Calls: 4,
 			P50: math.Exp2((-27 + 2.0/4) / 4), P99: math.Exp2((-27 + 3.96/4) / 4),
 		})
@@ -266,7 +267,7 @@ func TestTrafficHistogramChanges(t *testing.T) {
 		sendAll(h, repeat(2, "/p?sleep=10ms")...)
 		m.Sample(t0.Add(time.Hour + 2*time.Second))
 		got, _ = m.Traffic("p", t0.Add(time.Hour+2*time.Second))
-		checkTraffic(t, "after the reset", got, proxy.Traffic{
+		checkTraffic(t, "after the reset", got, metrics.Traffic{
 			Span: 3 * time.Second, RequestsPerSecond: 2.0 / 3, Calls: 2,
 			P50: bucketPoint(-54 + 1.0/2), P99: bucketPoint(-54 + 1.98/2),
 		})

@@ -38,7 +38,7 @@ func apply(h *proxy.Handler, conns *connlimit.Limiter, cl *cluster.Client, f *co
 // line (a warning with the reason when inotify failed and the file is
 // polled) and sds_config_watch_mode. Applied and rejected reloads go into
 // the event history too.
-func reportReloads(ctx context.Context, w *config.Watcher, m *proxy.Metrics, status *reloadStatus, history *events.Log, log *zap.Logger) {
+func reportReloads(ctx context.Context, w *config.Watcher, m *reloadMetrics, status *reloadStatus, history *events.Log, log *zap.Logger) {
 	for {
 		var res config.Result
 		select {

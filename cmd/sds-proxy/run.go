@@ -25,6 +25,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 )
 
 // Proxy-port hardening. There is deliberately no server-wide read or write
@@ -149,7 +150,8 @@ func loadConfig(path string, given bool, opts config.Options) (*config.File, boo
 type instance struct {
 	log     *zap.Logger
 	reg     *prometheus.Registry
-	metrics *proxy.Metrics
+	metrics *metrics.Set
+	reloads *reloadMetrics
 	handler *proxy.Handler
 	conns   *connlimit.Limiter // maxConnections, under TLS
 	status  *reloadStatus
@@ -178,8 +180,9 @@ func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
 	in := &instance{log: log, reg: prometheus.NewRegistry(), serveErr: make(chan error, 2),
 		events: events.New(admin.MaxEvents, admin.MaxPointEvents)}
 	in.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	in.metrics = proxy.NewMetrics(in.reg, func() []*proxy.Point { return in.handler.Points() })
-	proxy.RegisterBuildInfo(in.reg, versionString())
+	in.metrics = metrics.NewSet(in.reg, func() []metrics.Source { return in.handler.Sources() })
+	in.reloads = newReloadMetrics(in.reg)
+	registerBuildInfo(in.reg, versionString())
 	var err error
 	if in.cluster, err = newClusterClient(file.Cluster, log, in.reg); err != nil {
 		return nil, err
@@ -195,7 +198,7 @@ func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
 	}
 	in.token.Store(&file.AdminToken)
 	in.conns = connlimit.New(connlimit.Options{Max: file.MaxConnections})
-	proxy.RegisterConnections(in.reg, in.conns.Stats)
+	registerConnections(in.reg, in.conns.Stats)
 	now := time.Now()
 	in.status = &reloadStatus{drain: file.DrainTimeout, raw: file.Raw,
 		st: admin.ReloadStatus{Path: file.Path, Hash: file.Hash, LoadedAt: now, LastAttempt: now, LastOK: true}}
@@ -286,7 +289,7 @@ func (in *instance) watch(ctx context.Context, file *config.File, opts config.Op
 	// Run returns once ctx is done; inotify failing makes it poll, which
 	// reportReloads reports.
 	in.wg.Go(func() { w.Run(ctx) })
-	in.wg.Go(func() { reportReloads(ctx, w, in.metrics, in.status, in.events, in.log) })
+	in.wg.Go(func() { reportReloads(ctx, w, in.reloads, in.status, in.events, in.log) })
 	return w, nil
 }
 

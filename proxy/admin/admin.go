@@ -20,9 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
-	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 )
 
 // ReloadStatus is the config state shown on /status. cmd fills it on each
@@ -72,7 +72,7 @@ type Options struct {
 	Events *events.Log
 	// Traffic returns a point's recent traffic figures (proxy.Metrics's
 	// Traffic); nil, or ok false, omits them.
-	Traffic func(point string, now time.Time) (proxy.Traffic, bool)
+	Traffic func(point string, now time.Time) (metrics.Traffic, bool)
 	// Version is the build's version, shown on /status.
 	Version string
 	// Switches are the operators' switches: set and cleared by the
@@ -552,7 +552,7 @@ func statusProtection(p *pointJSON, sn limiter.Snapshot) {
 
 // statusTraffic returns t as JSON: the error percentage and quantiles only
 // when calls were forwarded in its span.
-func statusTraffic(t proxy.Traffic) *trafficJSON {
+func statusTraffic(t metrics.Traffic) *trafficJSON {
 	j := &trafficJSON{
 		Seconds:                 t.Span.Seconds(),
 		RequestsPerSecond:       t.RequestsPerSecond,

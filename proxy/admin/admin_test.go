@@ -23,6 +23,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
+	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
@@ -61,7 +62,7 @@ func (adminUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 // and an admin server over them.
 type adminFixture struct {
 	h       *proxy.Handler
-	metrics *proxy.Metrics
+	metrics *metrics.Set
 	events  *events.Log
 	clock   *adminClock
 	ready   atomic.Bool
@@ -102,7 +103,7 @@ func newAdminFixtureOn(t *testing.T, start time.Time, transport func(*adminClock
 		cfg.Routes = append(cfg.Routes, proxy.Route{Point: p, Rule: route.Rule{PathPrefix: ap.path}})
 	}
 	reg := prometheus.NewRegistry()
-	f.metrics = proxy.NewMetrics(reg, func() []*proxy.Point { return f.h.Points() })
+	f.metrics = metrics.NewSet(reg, func() []metrics.Source { return f.h.Sources() })
 	f.events = events.New(admin.MaxEvents, admin.MaxPointEvents)
 	f.h = proxy.New(cfg, proxy.Options{
 		Logger:    zap.NewNop(),
@@ -314,7 +315,7 @@ func TestAdminStatusNoPoints(t *testing.T) {
 	upstream, _ := url.Parse("http://upstream.invalid")
 	reg := prometheus.NewRegistry()
 	var h *proxy.Handler
-	m := proxy.NewMetrics(reg, func() []*proxy.Point { return h.Points() })
+	m := metrics.NewSet(reg, func() []metrics.Source { return h.Sources() })
 	h = proxy.New(&proxy.Config{Upstream: upstream}, proxy.Options{Logger: zap.NewNop(), Metrics: m, Transport: adminUpstream{}})
 	// Ready, Status and Now left nil: always ready, a zero ReloadStatus, time.Now.
 	srv := httptest.NewServer(admin.New(admin.Options{Points: h, Gatherer: reg}))
@@ -345,8 +346,6 @@ func TestAdminStatusNoPoints(t *testing.T) {
 
 func TestAdminMetrics(t *testing.T) {
 	f := tripFixture(t)
-	f.metrics.Reloaded(true, adminT0)
-	f.metrics.Reloaded(false, adminT0.Add(time.Second))
 	resp, body := f.get(t, http.MethodGet, "/metrics")
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /metrics: got status %d, want 200", resp.StatusCode)
@@ -371,10 +370,6 @@ func TestAdminMetrics(t *testing.T) {
 		`sds_point_tripped{point="r"} 0`,
 		`sds_inflight{point="p"} 0`,
 		`sds_inflight{point="q"} 0`,
-		`sds_config_reloads_total{result="success"} 1`,
-		`sds_config_reloads_total{result="failure"} 1`,
-		`sds_config_last_reload_successful 0`,
-		`sds_config_last_reload_success_timestamp_seconds 1.7723664005e+09`,
 		`sds_upstream_duration_seconds_count{point="q"} 2`,
 	} {
 		if !lines[want] {
@@ -424,9 +419,9 @@ func TestAdminProbesAndMethods(t *testing.T) {
 func ExampleNew() {
 	reg := prometheus.NewRegistry()
 	var h *proxy.Handler
-	metrics := proxy.NewMetrics(reg, func() []*proxy.Point { return h.Points() })
+	ms := metrics.NewSet(reg, func() []metrics.Source { return h.Sources() })
 	upstream, _ := url.Parse("http://127.0.0.1:9000")
-	h = proxy.New(&proxy.Config{Upstream: upstream}, proxy.Options{Logger: zap.NewNop(), Metrics: metrics})
+	h = proxy.New(&proxy.Config{Upstream: upstream}, proxy.Options{Logger: zap.NewNop(), Metrics: ms})
 
 	var draining atomic.Bool // set on SIGTERM
 	port := admin.New(admin.Options{

@@ -1,4 +1,4 @@
-package proxy
+package metrics
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // has the strategy on; otherwise once they count.
 func TestPointSeriesMatchClientCounters(t *testing.T) {
 	judged := map[string]limiter.Strategy{"orders": limiter.Visit}
-	newPoint := func(name string) *Point {
+	newPoint := func(name string) Source {
 		var s limiter.Settings
 		if judged[name] == limiter.Visit {
 			s.VisitThreshold = limiter.At(5)
@@ -30,12 +30,12 @@ func TestPointSeriesMatchClientCounters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return NewPoint(lim, PointOptions{})
+		return Source{Limiter: lim}
 	}
-	live := []*Point{newPoint("orders"), newPoint("b"), newPoint("a.z")}
+	live := []Source{newPoint("orders"), newPoint("b"), newPoint("a.z")}
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg, func() []*Point { return live })
-	gone := m.forPoint("gone") // a point of an earlier config
+	m := NewSet(reg, func() []Source { return live })
+	gone := m.ForPoint("gone") // a point of an earlier config
 
 	want := prometheus.NewRegistry()
 	help := map[string]string{ // as the CounterVecs had them before the point collector
@@ -54,33 +54,33 @@ func TestPointSeriesMatchClientCounters(t *testing.T) {
 	degraded, shadow := vec("sds_degraded_total", "strategy"), vec("sds_shadow_degraded_total", "strategy")
 
 	for n, name := range []string{"orders", "b", "a.z", "gone"} {
-		pm := m.forPoint(name)
+		pm := m.ForPoint(name)
 		if name == "gone" && pm != gone {
-			t.Fatal("forPoint made new series for a name it had")
+			t.Fatal("ForPoint made new series for a name it had")
 		}
-		add := func(c *counter, want prometheus.Counter, times int) {
+		add := func(c *Counter, want prometheus.Counter, times int) {
 			want.Add(0)
 			for range times {
 				c.Inc()
 				want.Inc()
 			}
 		}
-		add(pm.proxied, requests.WithLabelValues(name, "proxied"), 10+n)
-		add(pm.degraded, requests.WithLabelValues(name, "degraded"), n)
-		add(pm.shadowDegraded, requests.WithLabelValues(name, "shadow_degraded"), 2*n)
-		add(pm.transportErrors, errors.WithLabelValues(name, errorTransport), n)
-		add(pm.timeoutErrors, errors.WithLabelValues(name, errorUpstreamTimeout), 1)
-		add(pm.statusErrors, errors.WithLabelValues(name, errorStatus), 3*n)
-		add(pm.bodyErrors, errors.WithLabelValues(name, errorBody), 0)
-		add(pm.timeouts, timeouts.WithLabelValues(name), n+1)
+		add(pm.Proxied, requests.WithLabelValues(name, "proxied"), 10+n)
+		add(pm.Degraded, requests.WithLabelValues(name, "degraded"), n)
+		add(pm.ShadowDegraded, requests.WithLabelValues(name, "shadow_degraded"), 2*n)
+		add(pm.TransportErrors, errors.WithLabelValues(name, errorTransport), n)
+		add(pm.TimeoutErrors, errors.WithLabelValues(name, errorUpstreamTimeout), 1)
+		add(pm.StatusErrors, errors.WithLabelValues(name, errorStatus), 3*n)
+		add(pm.BodyErrors, errors.WithLabelValues(name, errorBody), 0)
+		add(pm.Timeouts, timeouts.WithLabelValues(name), n+1)
 		for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
-			addStrategy := func(c *counter, vec *prometheus.CounterVec, times int) {
+			addStrategy := func(c *Counter, vec *prometheus.CounterVec, times int) {
 				if times > 0 || judged[name] == s {
 					add(c, vec.WithLabelValues(name, s.String()), times)
 				}
 			}
-			addStrategy(pm.strategyCounter(s), degraded, int(s)*n)
-			addStrategy(pm.shadowStrategyCounter(s), shadow, (int(s)+n)%3)
+			addStrategy(pm.Strategy(s), degraded, int(s)*n)
+			addStrategy(pm.ShadowStrategy(s), shadow, (int(s)+n)%3)
 		}
 	}
 
@@ -141,10 +141,10 @@ func gatherText(t *testing.T, reg *prometheus.Registry) map[string]string {
 // time is at full resolution (durationSchema) and is reused while no call
 // is observed, and read again after one is.
 func TestSampleReadsHistogramOnChange(t *testing.T) {
-	m := NewMetrics(prometheus.NewRegistry(), func() []*Point { return nil })
-	pm := m.forPoint("p")
+	m := NewSet(prometheus.NewRegistry(), func() []Source { return nil })
+	pm := m.ForPoint("p")
 	now := time.Unix(1_700_000_000, 0)
-	pm.observeDuration(0.01, "", now)
+	pm.ObserveDuration(0.01, "", now)
 	first := pm.sample(now)
 	if first.hist.count != 1 || first.hist.epoch.schema != durationSchema || len(first.hist.buckets) != 1 {
 		t.Fatalf("after one call: got %+v, want 1 observation in 1 bucket at schema %d", first.hist, durationSchema)
@@ -153,7 +153,7 @@ func TestSampleReadsHistogramOnChange(t *testing.T) {
 	if &again.hist.buckets[0] != &first.hist.buckets[0] {
 		t.Error("no call since the last sample: the histogram was read again")
 	}
-	pm.observeDuration(0.02, "", now)
+	pm.ObserveDuration(0.02, "", now)
 	if third := pm.sample(now.Add(2 * time.Second)); third.hist.count != 2 {
 		t.Errorf("after a second call: got %d observations, want 2", third.hist.count)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package metrics
 
 import (
 	"math"
@@ -112,15 +112,16 @@ type nativeBucket struct {
 }
 
 // Sample records the cumulative values of every point in force (the
-// points NewMetrics was given) at now, for Traffic. The samples of points
+// points NewSet was given) at now, for Traffic. The samples of points
 // no longer in force are dropped. It is meant to be called about once a
 // second (a point keeps its last 11 samples), from one goroutine; it is
 // safe to call concurrently with Traffic and with requests.
-func (m *Metrics) Sample(now time.Time) {
+func (m *Set) Sample(now time.Time) {
 	points := m.live()
 	samples := make(map[string]pointSample, len(points))
 	for _, p := range points {
-		samples[p.name] = m.forPoint(p.name).sample(now)
+		name := p.Limiter.Name()
+		samples[name] = m.ForPoint(name).sample(now)
 	}
 	t := &m.traffic
 	t.mu.Lock()
@@ -148,7 +149,7 @@ func (m *Metrics) Sample(now time.Time) {
 // newest one. ok is false when the point has fewer than two such samples
 // (it is not in force, or was sampled less than twice in the last 10 s).
 // It has no side effects and is safe for concurrent use.
-func (m *Metrics) Traffic(point string, now time.Time) (tr Traffic, ok bool) {
+func (m *Set) Traffic(point string, now time.Time) (tr Traffic, ok bool) {
 	t := &m.traffic
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -217,13 +218,13 @@ func (r *sampleRing) at(i int) *pointSample {
 // a reset scheduled, which happens with no observation). Writing one costs
 // about 2 KB and 2 µs, which 10,000 idle points would pay every second. It
 // is called from Sample's goroutine only.
-func (pm *pointMetrics) sample(now time.Time) pointSample {
+func (pm *Point) sample(now time.Time) pointSample {
 	s := pointSample{
 		at:             now,
-		proxied:        pm.proxied.value(),
-		degraded:       pm.degraded.value(),
-		shadowDegraded: pm.shadowDegraded.value(),
-		errors:         pm.transportErrors.value() + pm.timeoutErrors.value() + pm.statusErrors.value() + pm.bodyErrors.value(),
+		proxied:        pm.Proxied.value(),
+		degraded:       pm.Degraded.value(),
+		shadowDegraded: pm.ShadowDegraded.value(),
+		errors:         pm.TransportErrors.value() + pm.TimeoutErrors.value() + pm.StatusErrors.value() + pm.BodyErrors.value(),
 	}
 	last := &pm.sampled
 	observed := pm.observed.n.Load()

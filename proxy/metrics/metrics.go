@@ -1,7 +1,13 @@
-package proxy
+// Package metrics is the request path's Prometheus metrics: each point's
+// counters as plain atomics the request path increments (Point), reported
+// at scrape time by one collector with label pairs shared by every point
+// (Set), the upstream time as a native histogram with exemplars, the
+// operators' switches (Forces), and the traffic figures the admin port
+// shows, read back from the same series (Sample, Traffic). It knows the
+// points in force only as their limiters (Source).
+package metrics
 
 import (
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -13,37 +19,33 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
-	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 )
 
-// Metrics are the proxy's Prometheus metrics (README, Admin port),
-// registered on the
-// registry passed to NewMetrics. Labels carry point names, never paths.
-type Metrics struct {
-	duration     *prometheus.HistogramVec // point
-	unrouted     prometheus.Counter
+// Set is the request path's metrics (docs/metrics.md), registered on the
+// registry passed to NewSet. Labels carry point names, never paths.
+type Set struct {
+	duration *prometheus.HistogramVec // point
+	// Unrouted counts the requests no route names.
+	Unrouted prometheus.Counter
+	// RejectedPath counts the requests refused for their path (400).
+	RejectedPath prometheus.Counter
 	rejected     *prometheus.CounterVec // reason
-	rejectedPath prometheus.Counter     // rejected{reason="path"}
-	reloads      *prometheus.CounterVec // result
-	lastOK       prometheus.Gauge
-	lastOKTime   prometheus.Gauge
-	watchMode    *prometheus.GaugeVec // mode
 
-	// live returns the points in force (NewMetrics' points): the
+	// live returns the points in force (NewSet's points): the
 	// collector's gauges and Sample read it.
-	live func() []*Point
+	live func() []Source
 	// collector reports the points' counters and the gauges read from
 	// the limiter.
 	collector *pointCollector
 
-	mu         sync.Mutex // guards points, order and watchModes
-	points     map[string]*pointMetrics
-	order      []*pointMetrics // the values of points, oldest first: the collector reads them
-	watchModes []string        // the mode labels of watchMode
+	mu     sync.Mutex // guards points and order
+	points map[string]*Point
+	order  []*Point // the values of points, oldest first: the collector reads them
 
 	traffic traffic // Sample's recent figures per point (traffic.go)
 
-	force forceMetrics // operators' switches (force.go)
+	// Forces are the operators' switches' metrics.
+	Forces Forces
 }
 
 // Upstream error kinds of sds_upstream_errors_total.
@@ -54,7 +56,7 @@ const (
 	errorBody            = "body"             // the response body broke off mid-copy
 )
 
-// Indexes of a point's counters in pointMetrics.counts, and the series
+// Indexes of a point's counters in Point.counts, and the series
 // they are reported as.
 const (
 	countProxied = iota // sds_requests_total{result="proxied"}
@@ -97,17 +99,17 @@ const (
 	// durationMinReset is how long a histogram whose resolution was
 	// halved keeps the coarser schema before it is reset to schema 3
 	// (a reset restarts every bucket, classic ones included, which
-	// rate() reads as a counter reset). One hour keeps such resets rare.
+	// rate() reads as a Counter reset). One hour keeps such resets rare.
 	durationMinReset = time.Hour
 )
 
-// pointMetrics are one point's series, resolved once so the request path
+// Point are one point's series, resolved once so the request path
 // does no label lookups. Its counters are plain atomic counts that the
 // collector reports at scrape time with label pairs shared by every point
-// (about 8 bytes a series, where a client library counter child holds
+// (about 8 bytes a series, where a client library Counter child holds
 // about 500), in the same families, label sets and values as counters of
 // the client library would have.
-type pointMetrics struct {
+type Point struct {
 	name string
 	// pointLabel is the label pair point=name, shared by every series of
 	// the point at every scrape.
@@ -115,7 +117,7 @@ type pointMetrics struct {
 	// created is when the point's series were created, reported as
 	// every counter's created timestamp.
 	created *timestamppb.Timestamp
-	counts  [pointCounts]counter
+	counts  [pointCounts]Counter
 
 	duration         prometheus.Observer
 	durationExemplar prometheus.ExemplarObserver // the same series as duration
@@ -126,7 +128,7 @@ type pointMetrics struct {
 	nextExemplar atomic.Int64
 	// observed counts the observations of duration, each counted once
 	// it is in the histogram.
-	observed counter
+	observed Counter
 	// sampled is Sample's last reading of duration (traffic.go): it
 	// reads the histogram again only when observed has changed.
 	sampled struct {
@@ -137,27 +139,35 @@ type pointMetrics struct {
 
 	// The counters the request path increments, by name: each points
 	// into counts.
-	proxied, degraded, shadowDegraded *counter
-	transportErrors, timeoutErrors    *counter
-	statusErrors, bodyErrors          *counter
-	timeouts                          *counter
+	Proxied, Degraded, ShadowDegraded *Counter
+	TransportErrors, TimeoutErrors    *Counter
+	StatusErrors, BodyErrors          *Counter
+	Timeouts                          *Counter
 }
 
-// counter is a count that only grows, from 0. Its zero value is ready; it
+// Counter is a count that only grows, from 0. Its zero value is ready; it
 // is safe for concurrent use.
-type counter struct{ n atomic.Uint64 }
+type Counter struct{ n atomic.Uint64 }
 
 // Inc adds 1.
-func (c *counter) Inc() { c.n.Add(1) }
+func (c *Counter) Inc() { c.n.Add(1) }
 
 // value is the count.
-func (c *counter) value() float64 { return float64(c.n.Load()) }
+func (c *Counter) value() float64 { return float64(c.n.Load()) }
 
-// NewMetrics registers the proxy's metrics on reg. points returns the
+// Source is a point in force, as the metrics read it.
+type Source struct {
+	Limiter *limiter.Point
+	// Gated: the point has a fleet-wide bucket (limiter.Request.Gate), so
+	// its cluster_token_bucket series are reported from the start.
+	Gated bool
+}
+
+// NewSet registers the request path's metrics on reg. points returns the
 // points in force; it is read at scrape time for the in-flight and state
 // gauges, and by Sample.
-func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
-	m := &Metrics{
+func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
+	m := &Set{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sds_upstream_duration_seconds", Help: "Upstream time of forwarded calls, to the end of the response (to the headers for streams), without the time spent waiting on the client. Native histogram (schema 3) with classic buckets; exemplars carry the W3C traceparent trace_id.",
 			Buckets:                         durationBuckets,
@@ -165,99 +175,36 @@ func NewMetrics(reg prometheus.Registerer, points func() []*Point) *Metrics {
 			NativeHistogramMaxBucketNumber:  durationMaxBuckets,
 			NativeHistogramMinResetDuration: durationMinReset,
 		}, []string{"point"}),
-		unrouted: prometheus.NewCounter(prometheus.CounterOpts{
+		Unrouted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sds_unrouted_requests_total", Help: "Requests that matched no route: forwarded to the upstream unprotected, counted on no point.",
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sds_rejected_requests_total", Help: "Requests refused before routing, by reason: path (a path the proxy does not route, such as an encoded slash or a bad escape, answered 400). They reach neither a point nor the upstream.",
 		}, []string{"reason"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_config_reloads_total", Help: "Config reload attempts by result (success, failure).",
-		}, []string{"result"}),
-		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sds_config_last_reload_successful", Help: "1 if the last config reload succeeded, 0 if it was rejected.",
-		}),
-		lastOKTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sds_config_last_reload_success_timestamp_seconds", Help: "Unix time of the last successful config load.",
-		}),
-		watchMode: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sds_config_watch_mode", Help: "1 for how the config file is watched now (inotify; polling while inotify is unavailable), 0 for the other; all 0 while no file is watched.",
-		}, []string{"mode"}),
-		live:       points,
-		points:     make(map[string]*pointMetrics),
-		watchModes: []string{"inotify", "polling"},
+		live:   points,
+		points: make(map[string]*Point),
 	}
-	for _, mode := range m.watchModes {
-		m.watchMode.WithLabelValues(mode)
-	}
-	m.rejectedPath = m.rejected.WithLabelValues("path")
+	m.RejectedPath = m.rejected.WithLabelValues("path")
 	m.collector = &pointCollector{points: points, metrics: m}
-	m.reloads.WithLabelValues("success")
-	m.reloads.WithLabelValues("failure")
-	m.lastOK.Set(1)
-	m.lastOKTime.SetToCurrentTime()
-	m.force = newForceMetrics(reg)
-	reg.MustRegister(m.duration, m.unrouted, m.rejected,
-		m.reloads, m.lastOK, m.lastOKTime, m.watchMode, m.collector)
+	m.Forces = newForces(reg)
+	reg.MustRegister(m.duration, m.Unrouted, m.rejected, m.collector)
 	return m
 }
 
-// setClock makes now the clock the point states are evaluated at on a
-// scrape: the Handler's.
-func (m *Metrics) setClock(now func() time.Time) { m.collector.now.Store(&now) }
+// SetClock makes now the clock the point states are evaluated at on a
+// scrape: the request path's.
+func (m *Set) SetClock(now func() time.Time) { m.collector.now.Store(&now) }
 
-// RegisterBuildInfo registers sds_build_info{version,goversion} on reg, a
-// gauge of 1: version is the binary's (as "sds-proxy version" prints it),
-// goversion the Go release it was built with (runtime.Version).
-func RegisterBuildInfo(reg prometheus.Registerer, version string) {
-	info := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "sds_build_info",
-		Help:        "1, labelled with the sds-proxy version and the Go version it was built with.",
-		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
-	})
-	info.Set(1)
-	reg.MustRegister(info)
-}
-
-// Reloaded records a reload attempt.
-func (m *Metrics) Reloaded(ok bool, at time.Time) {
-	if !ok {
-		m.reloads.WithLabelValues("failure").Inc()
-		m.lastOK.Set(0)
-		return
-	}
-	m.reloads.WithLabelValues("success").Inc()
-	m.lastOK.Set(1)
-	m.lastOKTime.Set(float64(at.UnixNano()) / 1e9)
-}
-
-// SetWatchMode records how the config file is watched now, "inotify" or
-// "polling": that series of sds_config_watch_mode turns 1 and the others
-// 0. Another name adds a series. Safe for concurrent use.
-func (m *Metrics) SetWatchMode(mode string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !slices.Contains(m.watchModes, mode) {
-		m.watchModes = append(m.watchModes, mode)
-	}
-	for _, other := range m.watchModes {
-		if other != mode {
-			m.watchMode.WithLabelValues(other).Set(0)
-		}
-	}
-	m.watchMode.WithLabelValues(mode).Set(1)
-}
-
-// forPoint returns the series of point name, creating them once. They are
+// ForPoint returns the series of point name, creating them once. They are
 // kept, and reported, after the point leaves the config.
-func (m *Metrics) forPoint(name string) *pointMetrics {
+func (m *Set) ForPoint(name string) *Point {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if pm, ok := m.points[name]; ok {
 		return pm
 	}
 	duration := m.duration.WithLabelValues(name)
-	pm := &pointMetrics{
+	pm := &Point{
 		name:             name,
 		created:          timestamppb.Now(),
 		duration:         duration,
@@ -265,32 +212,32 @@ func (m *Metrics) forPoint(name string) *pointMetrics {
 		durationMetric:   duration.(prometheus.Metric),
 	}
 	pm.pointLabel = &dto.LabelPair{Name: &pointLabelName, Value: &pm.name}
-	pm.proxied, pm.degraded, pm.shadowDegraded = &pm.counts[countProxied], &pm.counts[countDegraded], &pm.counts[countShadowDegraded]
-	pm.transportErrors, pm.timeoutErrors = &pm.counts[countTransport], &pm.counts[countUpstreamTimeout]
-	pm.statusErrors, pm.bodyErrors = &pm.counts[countStatus], &pm.counts[countBody]
-	pm.timeouts = &pm.counts[countTimeouts]
+	pm.Proxied, pm.Degraded, pm.ShadowDegraded = &pm.counts[countProxied], &pm.counts[countDegraded], &pm.counts[countShadowDegraded]
+	pm.TransportErrors, pm.TimeoutErrors = &pm.counts[countTransport], &pm.counts[countUpstreamTimeout]
+	pm.StatusErrors, pm.BodyErrors = &pm.counts[countStatus], &pm.counts[countBody]
+	pm.Timeouts = &pm.counts[countTimeouts]
 	m.points[name] = pm
 	m.order = append(m.order, pm)
 	return pm
 }
 
-// everyPoint returns the series of every point forPoint created, oldest
+// everyPoint returns the series of every point ForPoint created, oldest
 // first.
-func (m *Metrics) everyPoint() []*pointMetrics {
+func (m *Set) everyPoint() []*Point {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.order[:len(m.order):len(m.order)]
 }
 
-// pointCollector reports every point's counters (pointMetrics.counts) and
+// pointCollector reports every point's counters (Point.counts) and
 // the gauges read from the limiter, at scrape time. It builds each series
 // from label pairs made once (the point's, and one per label value shared
 // by every point) and allocates one batch of series per point and scrape,
 // so that a scrape of 10,000 points costs about what the client library's
 // own encoding of their series does.
 type pointCollector struct {
-	points  func() []*Point
-	metrics *Metrics // its everyPoint
+	points  func() []Source
+	metrics *Set // its everyPoint
 	// now is the clock the states are evaluated at: the Handler's (New
 	// sets it before serving), time.Now until then.
 	now atomic.Pointer[func() time.Time]
@@ -333,7 +280,7 @@ var pointStates = [...]limiter.State{limiter.Closed, limiter.Open, limiter.Delay
 // pointLabelName is the name of every point label pair.
 var pointLabelName = "point"
 
-// countSeries is, for each of a point's counters (pointMetrics.counts),
+// countSeries is, for each of a point's counters (Point.counts),
 // the series it is reported as: its family and its label pair besides
 // point (nil for none). A label pair is shared by every point's series and
 // never changed.
@@ -371,9 +318,9 @@ var stateLabels = func() (pairs [len(pointStates)]*dto.LabelPair) {
 	return pairs
 }()
 
-// series is one series at one scrape: a counter, or a gauge when gauge is
+// series is one series at one scrape: a Counter, or a gauge when gauge is
 // set. It is a prometheus.Metric whose Write shares its labels, its value
-// and, for a counter, its dto.Counter and created timestamp with the
+// and, for a Counter, its dto.Counter and created timestamp with the
 // dto.Metric it fills, as the client library's own constant metrics share
 // their labels: nothing may change them. A counter's Write allocates
 // nothing.
@@ -438,7 +385,7 @@ func (c *pointCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect reports the counters of every point the Metrics have created
-// series for, including points no longer in force (as counter children of
+// series for, including points no longer in force (as Counter children of
 // the client library would stay), and the gauges of the points in force.
 //
 // Each family's series are sent in the order the registry sorts them in
@@ -451,17 +398,17 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 		now = (*clock)()
 	}
 	live := c.points()
-	inForce := make(map[string]*Point, len(live))
-	for _, p := range live {
-		inForce[p.name] = p
+	inForce := make(map[string]*Source, len(live))
+	for i := range live {
+		inForce[live[i].Limiter.Name()] = &live[i]
 	}
 	points := slices.Clone(c.metrics.everyPoint())
-	slices.SortFunc(points, func(a, b *pointMetrics) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(points, func(a, b *Point) int { return strings.Compare(a.name, b.name) })
 	batches := make([]seriesBatch, len(points))
 	for i, pm := range points {
 		b := &batches[i]
 		p := inForce[pm.name]
-		judged := p.judged()
+		judged := judged(p)
 		for _, k := range countOrder {
 			v := pm.counts[k].value()
 			if v == 0 && judged&(1<<countStrategyOf(k)) == 0 {
@@ -474,9 +421,9 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 		if p == nil {
 			continue
 		}
-		state := p.lim.State(now)
+		state := p.Limiter.State(now)
 		for _, s := range []*series{
-			b.add(inflightDesc, pm.pointLabel, nil, float64(p.lim.InFlight())),
+			b.add(inflightDesc, pm.pointLabel, nil, float64(p.Limiter.InFlight())),
 			b.add(trippedDesc, pm.pointLabel, nil, gaugeBool(state == limiter.Open || state == limiter.Delay)),
 		} {
 			s.gauge = true
@@ -487,12 +434,12 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 			s.gauge = true
 			ch <- s
 		}
-		if limit, on := p.lim.AdaptiveLimit(); on {
+		if limit, on := p.Limiter.AdaptiveLimit(); on {
 			s := b.add(adaptiveLimitDesc, pm.pointLabel, nil, float64(limit))
 			s.gauge = true
 			ch <- s
 		}
-		if share, on := p.lim.RecoveryShare(now); on {
+		if share, on := p.Limiter.RecoveryShare(now); on {
 			s := b.add(recoveryRatioDesc, pm.pointLabel, nil, float64(share)/limiter.RecoveryShareWhole)
 			s.gauge = true
 			ch <- s
@@ -508,7 +455,7 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// countStrategyOf returns the strategy of counter k when k is one of
+// countStrategyOf returns the strategy of Counter k when k is one of
 // sds_degraded_total's or sds_shadow_degraded_total's, else 0.
 func countStrategyOf(k int) limiter.Strategy {
 	switch {
@@ -521,20 +468,20 @@ func countStrategyOf(k int) limiter.Strategy {
 }
 
 // judged returns the set of strategies whose degraded series are reported
-// for p while they are 0, as a bit mask by Strategy, with bit 0 (a counter
+// for p while they are 0, as a bit mask by Strategy, with bit 0 (a Counter
 // that is no strategy's) always set: a strategy's bit is set only when p
 // is in force (p != nil) and has the strategy on. A strategy's series
 // appears once it counts and stays, so that a reload that turns the
 // strategy off does not reset it; at 10,000 points with one strategy each
 // this reports 2 degraded series per point instead of 2 × every strategy.
-func (p *Point) judged() uint64 {
+func judged(p *Source) uint64 {
 	mask := uint64(1)
 	if p == nil {
 		return mask
 	}
-	policy := p.lim.Settings().Policy
+	policy := p.Limiter.Settings().Policy
 	for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
-		if policy.Judges(s) || s == limiter.ClusterTokenBucket && p.shared != nil {
+		if policy.Judges(s) || s == limiter.ClusterTokenBucket && p.Gated {
 			mask |= 1 << s
 		}
 	}
@@ -582,28 +529,14 @@ func gaugeBool(b bool) float64 {
 	return 0
 }
 
-// strategyCounter returns the sds_degraded_total series of strategy s.
-func (pm *pointMetrics) strategyCounter(s limiter.Strategy) *counter {
+// Strategy returns the sds_degraded_total series of strategy s.
+func (pm *Point) Strategy(s limiter.Strategy) *Counter {
 	return &pm.counts[countStrategy+int(s)]
 }
 
-// errorCounter returns the sds_upstream_errors_total series of e, or nil
-// for none.
-func (pm *pointMetrics) errorCounter(e upstreamError) *counter {
-	switch e {
-	case errTimeout:
-		return pm.timeoutErrors
-	case errTransport:
-		return pm.transportErrors
-	case errBody:
-		return pm.bodyErrors
-	}
-	return nil
-}
-
-// shadowStrategyCounter returns the sds_shadow_degraded_total series of
+// ShadowStrategy returns the sds_shadow_degraded_total series of
 // strategy s.
-func (pm *pointMetrics) shadowStrategyCounter(s limiter.Strategy) *counter {
+func (pm *Point) ShadowStrategy(s limiter.Strategy) *Counter {
 	return &pm.counts[countShadowStrategy+int(s)]
 }
 
@@ -615,11 +548,11 @@ func (pm *pointMetrics) shadowStrategyCounter(s limiter.Strategy) *counter {
 // every request.
 const exemplarEvery = 100 * time.Millisecond
 
-// observeDuration records a forwarded call's upstream time in seconds,
-// ending at now, with traceID (a W3C trace id, traceparent.go) as the
+// ObserveDuration records a forwarded call's upstream time in seconds,
+// ending at now, with traceID (a W3C trace id) as the
 // exemplar's trace_id when it is not "" and the point's last exemplar is
 // exemplarEvery old. Without an exemplar it allocates nothing.
-func (pm *pointMetrics) observeDuration(seconds float64, traceID string, now time.Time) {
+func (pm *Point) ObserveDuration(seconds float64, traceID string, now time.Time) {
 	// Counted after the observation: a histogram read after observed
 	// holds at least that many.
 	defer pm.observed.Inc()
@@ -633,48 +566,4 @@ func (pm *pointMetrics) observeDuration(seconds float64, traceID string, now tim
 		return
 	}
 	pm.durationExemplar.ObserveWithExemplar(seconds, prometheus.Labels{"trace_id": traceID})
-}
-
-// The proxy port's connection metrics, read from its connlimit.Limiter.
-var (
-	connectionsDesc = prometheus.NewDesc("sds_connections",
-		"Client connections open on the proxy port, by state: new (no request yet), idle (between requests), active (serving one; HTTP/2: any stream), hijacked (upgraded, such as WebSocket).",
-		[]string{"state"}, nil)
-	connectionsMaxDesc = prometheus.NewDesc("sds_connections_max",
-		"The maxConnections limit in force on the proxy port.", nil, nil)
-	connectionsShedDesc = prometheus.NewDesc("sds_connections_shed_total",
-		"Client connections closed to keep within maxConnections, by reason: evicted (the oldest idle one, to admit a new one), refused (a new one, every one being busy), soft_idle (idle for the short timeout while over 3/4 of the limit).",
-		[]string{"reason"}, nil)
-)
-
-// RegisterConnections registers sds_connections{state}, sds_connections_max
-// and sds_connections_shed_total{reason} on reg; stats is read at scrape
-// time.
-func RegisterConnections(reg prometheus.Registerer, stats func() connlimit.Stats) {
-	reg.MustRegister(connCollector(stats))
-}
-
-type connCollector func() connlimit.Stats
-
-func (c connCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- connectionsDesc
-	ch <- connectionsMaxDesc
-	ch <- connectionsShedDesc
-}
-
-func (c connCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c()
-	for _, s := range []struct {
-		state string
-		n     int
-	}{{"new", st.New}, {"idle", st.Idle}, {"active", st.Active}, {"hijacked", st.Hijacked}} {
-		ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(s.n), s.state)
-	}
-	ch <- prometheus.MustNewConstMetric(connectionsMaxDesc, prometheus.GaugeValue, float64(st.Max))
-	for _, r := range []struct {
-		reason string
-		n      uint64
-	}{{"evicted", st.Evicted}, {"refused", st.Refused}, {"soft_idle", st.SoftClosed}} {
-		ch <- prometheus.MustNewConstMetric(connectionsShedDesc, prometheus.CounterValue, float64(r.n), r.reason)
-	}
 }
