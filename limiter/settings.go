@@ -13,13 +13,11 @@ const (
 	DefaultBuckets = 10
 	// DefaultShards is the number of counter shards per point. Each P
 	// writes the shard its hint names (see window), so as many shards as
-	// cores remove contention; more buy nothing. On the 2-core benchmark
-	// machine, Enter+Exit with the window strategies on, both goroutines
-	// on one point (BenchmarkShards, medians of 6): 1 shard 65 ns/op,
-	// 2, 4 or 8 shards 33 ns/op, against 64 ns/op on one goroutine. Four
-	// leave room for 4-core hosts at about 2.9 KiB per point (8 would pass
-	// the 4 KiB budget), and keep the exact sum near a visit threshold,
-	// which locks every shard, cheap.
+	// cores remove contention; more buy nothing but memory per point. Four
+	// leave room for 4-core hosts within a point's memory budget, and keep
+	// the exact sum near a visit threshold, which locks every shard,
+	// cheap. BenchmarkShards measures the choice (docs/benchmarks.md,
+	// "Figures behind the code's choices").
 	DefaultShards = 4
 )
 

@@ -73,9 +73,9 @@ func verdictReason(v limiter.Verdict) reason {
 // serving it after that is a header set and a write, with no allocation
 // beyond what the ResponseWriter does. Building them on first use rather
 // than when the config loads keeps a point that never degrades at a few
-// hundred bytes instead of 15 answers of about 1 KB each, which at 10,000
-// points is the difference between 5 MB and 175 MB. It is safe for
-// concurrent use.
+// hundred bytes instead of 15 answers of about 1 KB each
+// (docs/benchmarks.md, "Figures behind the code's choices"). It is safe
+// for concurrent use.
 type fallbackHandler struct {
 	name     string
 	fallback Fallback         // its Header and Body are the handler's own copies

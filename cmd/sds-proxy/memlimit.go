@@ -60,17 +60,11 @@ func memoryLimit(getenv func(string) string, readFile func(string) ([]byte, erro
 
 // The proxy leaves GOGC at Go's default of 100. A proxy's live heap is
 // small and steady (a few MiB), so the heap goal is Go's floor of
-// 4 MiB × GOGC/100, and raising GOGC mostly raises that floor. Measured
-// under 64 connections on one core (GODEBUG=gctrace=1, 8 s of wrk, every
-// strategy on, the binary built as the Dockerfile builds it):
-//
-//	GOGC  GC cycles  GC CPU share  heap goal  peak RSS
-//	100   145        3%          4 MiB      20.4 MiB
-//	200    60        1%          8 MiB      23.5 MiB
-//
-// 200 would save 2% of the proxy's CPU for 3 MiB more in every pod, about
-// 15% of the proxy's peak RSS; a sidecar sits beside every replica, so
-// memory is the dearer of the two. Set GOGC to trade the other way.
+// 4 MiB × GOGC/100, and raising GOGC mostly raises that floor: a doubled
+// GOGC saves a little CPU for more memory in every pod (measured in
+// docs/benchmarks.md, "Figures behind the code's choices"), and a sidecar
+// sits beside every replica, so memory is the dearer of the two. Set GOGC
+// to trade the other way.
 // applyMemoryLimit sets Go's soft memory limit from the container's
 // (memoryLimit) and logs it.
 func applyMemoryLimit(log *zap.Logger) error {

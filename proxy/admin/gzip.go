@@ -10,9 +10,10 @@ import (
 
 // fastGzip serves h's answer gzipped at gzip.BestSpeed to a client that
 // accepts gzip, as Prometheus does, and as it is to one that does not.
-// promhttp compresses at the default level, which took about 0.3 s of a
-// 25 MB scrape of 10,000 points; the fastest level takes a quarter of that
-// for a body a little larger. h must not compress itself.
+// promhttp compresses at the default level, which took a large share of
+// a scrape of 10,000 points; the fastest level takes a fraction of that
+// for a body a little larger (docs/benchmarks.md, "Figures behind the
+// code's choices"). h must not compress itself.
 func fastGzip(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Vary", "Accept-Encoding")

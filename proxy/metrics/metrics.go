@@ -99,16 +99,16 @@ const (
 	// durationMinReset is how long a histogram whose resolution was
 	// halved keeps the coarser schema before it is reset to schema 3
 	// (a reset restarts every bucket, classic ones included, which
-	// rate() reads as a Counter reset). One hour keeps such resets rare.
+	// rate() reads as a counter reset). One hour keeps such resets rare.
 	durationMinReset = time.Hour
 )
 
-// Point are one point's series, resolved once so the request path
+// Point is one point's series, resolved once so the request path
 // does no label lookups. Its counters are plain atomic counts that the
 // collector reports at scrape time with label pairs shared by every point
-// (about 8 bytes a series, where a client library Counter child holds
-// about 500), in the same families, label sets and values as counters of
-// the client library would have.
+// (a few bytes a series, where a client library counter child holds
+// hundreds: BenchmarkScaleMemory), in the same families, label sets and
+// values as counters of the client library would have.
 type Point struct {
 	name string
 	// pointLabel is the label pair point=name, shared by every series of
@@ -318,9 +318,9 @@ var stateLabels = func() (pairs [len(pointStates)]*dto.LabelPair) {
 	return pairs
 }()
 
-// series is one series at one scrape: a Counter, or a gauge when gauge is
+// series is one series at one scrape: a counter, or a gauge when gauge is
 // set. It is a prometheus.Metric whose Write shares its labels, its value
-// and, for a Counter, its dto.Counter and created timestamp with the
+// and, for a counter, its dto.Counter and created timestamp with the
 // dto.Metric it fills, as the client library's own constant metrics share
 // their labels: nothing may change them. A counter's Write allocates
 // nothing.
@@ -385,7 +385,7 @@ func (c *pointCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect reports the counters of every point the Metrics have created
-// series for, including points no longer in force (as Counter children of
+// series for, including points no longer in force (as counter children of
 // the client library would stay), and the gauges of the points in force.
 //
 // Each family's series are sent in the order the registry sorts them in
@@ -455,7 +455,7 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// countStrategyOf returns the strategy of Counter k when k is one of
+// countStrategyOf returns the strategy of counter k when k is one of
 // sds_degraded_total's or sds_shadow_degraded_total's, else 0.
 func countStrategyOf(k int) limiter.Strategy {
 	switch {
@@ -468,7 +468,7 @@ func countStrategyOf(k int) limiter.Strategy {
 }
 
 // judged returns the set of strategies whose degraded series are reported
-// for p while they are 0, as a bit mask by Strategy, with bit 0 (a Counter
+// for p while they are 0, as a bit mask by Strategy, with bit 0 (a counter
 // that is no strategy's) always set: a strategy's bit is set only when p
 // is in force (p != nil) and has the strategy on. A strategy's series
 // appears once it counts and stays, so that a reload that turns the
