@@ -22,24 +22,26 @@ type adminToken struct{ path, token string }
 // File.AdminToken and makes File.AdminTokenFile absolute.
 func readAdminToken(d *decoded, dir string, p *problems) {
 	f := d.f
-	if !d.has(loc{field: "adminTokenFile"}) || d.bad[loc{field: "adminTokenFile"}] {
+	l := top(keyAdminTokenFile)
+	if !d.has(l) || d.bad[l] {
 		return
 	}
-	at := d.at[loc{field: "adminTokenFile"}].val
+	at := d.at[l].val
 	if f.AdminTokenFile == "" {
-		p.add(at, "adminTokenFile is empty; give the path of the file holding the admin port's token, or remove the key to leave the runtime switches off")
+		p.add(at, "%s is empty; give the path of the file holding the admin port's token, or remove the key to leave the runtime switches off", l.field)
 		return
 	}
 	name := inDir(dir, f.AdminTokenFile)
 	f.AdminTokenFile = resolve(dir, f.AdminTokenFile)
 	data, err := readFile(name, maxAdminTokenFile)
 	if err != nil {
-		p.add(at, "adminTokenFile: %s", fileProblem(name, err))
+		p.add(at, "%s: %s", l.field, fileProblem(name, err))
 		return
 	}
 	token := bytes.TrimSpace(data)
 	if problem := checkAdminToken(token); problem != "" {
-		p.add(at, "adminTokenFile: %s %s; generate one with: head -c 32 /dev/urandom | base64 > %s", name, problem, name)
+		p.add(at, "%s: %s %s; generate one with: head -c 32 /dev/urandom | base64 > %s", l.field, name, problem, name)
+
 		return
 	}
 	f.AdminToken = token

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -88,33 +89,37 @@ const (
 func (d *decoder) cluster(n *yaml.Node) {
 	c := &Cluster{KeyPrefix: DefaultClusterKeyPrefix, Timeout: DefaultClusterTimeout, Replicas: 1}
 	d.out.f.Cluster = c
-	d.fields(n, "in cluster", loc{field: "cluster."}, clusterSection, map[string]setter{
-		"addresses":    d.strings(loc{field: "cluster.addresses"}, &c.Addresses),
-		"username":     d.str(&c.Username),
-		"passwordFile": d.str(&c.PasswordFile),
-		"tls": func(_ string, v *yaml.Node) {
+	scope, base := within(keyCluster)
+	d.fields(n, scope, base, clusterSection, map[*key]setter{
+		keyClusterAddresses:    d.strings(loc{field: keyClusterAddresses.path}, &c.Addresses),
+		keyClusterUsername:     d.str(&c.Username),
+		keyClusterPasswordFile: d.str(&c.PasswordFile),
+		keyClusterTLS: func(_ string, v *yaml.Node) {
 			c.TLS = &ClusterTLS{}
-			d.fields(v, "in cluster.tls", loc{field: "cluster.tls."}, clusterTLSSection, map[string]setter{
-				"caFile":     d.str(&c.TLS.CAFile),
-				"certFile":   d.str(&c.TLS.CertFile),
-				"keyFile":    d.str(&c.TLS.KeyFile),
-				"serverName": d.str(&c.TLS.ServerName),
+			scope, base := within(keyClusterTLS)
+			d.fields(v, scope, base, clusterTLSSection, map[*key]setter{
+				keyClusterTLSCAFile:     d.str(&c.TLS.CAFile),
+				keyClusterTLSCertFile:   d.str(&c.TLS.CertFile),
+				keyClusterTLSKeyFile:    d.str(&c.TLS.KeyFile),
+				keyClusterTLSServerName: d.str(&c.TLS.ServerName),
 			})
 		},
-		"db":         integer(d, &c.DB),
-		"masterName": d.str(&c.MasterName),
-		"keyPrefix":  d.str(&c.KeyPrefix),
-		"timeout":    d.duration(&c.Timeout),
-		"replicas":   integer(d, &c.Replicas),
+		keyClusterDB:         integer(d, &c.DB),
+		keyClusterMasterName: d.str(&c.MasterName),
+		keyClusterKeyPrefix:  d.str(&c.KeyPrefix),
+		keyClusterTimeout:    d.duration(&c.Timeout),
+		keyClusterReplicas:   integer(d, &c.Replicas),
 	})
 }
 
 // clusterBucket decodes a point's clusterTokenBucket into b.
 func (d *decoder) clusterBucket(n *yaml.Node, point string, b *ClusterTokenBucket) {
-	d.fields(n, fmt.Sprintf("in the clusterTokenBucket of point %q", point), loc{point: point, field: "clusterTokenBucket."}, clusterBucketSection, map[string]setter{
-		"tokensPerSecond": integer(d, &b.TokensPerSecond),
-		"size":            integer(d, &b.Size),
+	scope, base := inPoint(keyClusterTokenBucket, point)
+	d.fields(n, scope, base, clusterBucketSection, map[*key]setter{
+		keyClusterBucketTokensPerSecond: integer(d, &b.TokensPerSecond),
+		keyClusterBucketSize:            integer(d, &b.Size),
 	})
+
 }
 
 // cluster checks cluster: and every point's clusterTokenBucket.
@@ -124,26 +129,25 @@ func (c *checker) cluster() {
 	for i := range f.Points {
 		pt := &f.Points[i]
 		b := &pt.ClusterTokenBucket
-		base := loc{point: pt.Name, field: "clusterTokenBucket"}
+		base := pl(pt, keyClusterTokenBucket)
 		if !c.d.has(base) {
 			continue
 		}
 		used = true
 		if f.Cluster == nil {
-			c.p.add(c.key(base), "point %q: clusterTokenBucket needs a top-level cluster: with the Redis addresses the proxies share", pt.Name)
+			c.p.add(c.key(base), "point %q: %s needs a top-level %s: with the Redis addresses the proxies share", pt.Name, base.field, keyCluster.name)
 		}
-		rate := loc{point: pt.Name, field: "clusterTokenBucket.tokensPerSecond"}
-		size := loc{point: pt.Name, field: "clusterTokenBucket.size"}
+		rate, size := pl(pt, keyClusterBucketTokensPerSecond), pl(pt, keyClusterBucketSize)
 		switch {
 		case !c.d.has(rate):
-			c.p.add(c.key(base), "point %q: clusterTokenBucket needs tokensPerSecond, such as tokensPerSecond: 100", pt.Name)
+			c.p.add(c.key(base), "point %q: %s needs %s, such as %[3]s: 100", pt.Name, base.field, keyClusterBucketTokensPerSecond.name)
 		case c.d.good(rate) && (b.TokensPerSecond < 1 || b.TokensPerSecond > maxClusterTokensPerSec):
-			c.p.add(c.val(rate), "clusterTokenBucket.tokensPerSecond: %d is not from 1 to %d", b.TokensPerSecond, maxClusterTokensPerSec)
+			c.wrong(rate, "%d is not from 1 to %d", b.TokensPerSecond, maxClusterTokensPerSec)
 		}
 		if !c.d.has(size) {
 			b.Size = b.TokensPerSecond
 		} else if c.d.good(size) && (b.Size < 1 || b.Size > maxClusterBucketSize) {
-			c.p.add(c.val(size), "clusterTokenBucket.size: %d is not from 1 to %d tokens", b.Size, maxClusterBucketSize)
+			c.wrong(size, "%d is not from 1 to %d tokens", b.Size, maxClusterBucketSize)
 		}
 	}
 	cl := f.Cluster
@@ -151,41 +155,40 @@ func (c *checker) cluster() {
 		return
 	}
 	if !used {
-		c.p.warn(c.key(top("cluster")), "cluster: no point has a clusterTokenBucket, so Redis is never called; add clusterTokenBucket: {tokensPerSecond: N} to a point, or remove cluster:")
+		c.p.warn(c.key(top(keyCluster)), "%[1]s: no point has a %[2]s, so Redis is never called; add %[2]s: {%[3]s: N} to a point, or remove %[1]s:", keyCluster.path, keyClusterTokenBucket.name, keyClusterBucketTokensPerSecond.name)
 	}
-	at := func(field string) loc { return top("cluster." + field) }
-	if c.d.good(at("addresses")) {
+	if l := top(keyClusterAddresses); c.d.good(l) {
 		switch {
 		case len(cl.Addresses) == 0:
-			c.p.add(c.key(top("cluster")), "cluster: needs addresses, such as addresses: [redis.default.svc:6379]")
+			c.p.add(c.key(top(keyCluster)), "%s: needs %s, such as %[2]s: [redis.default.svc:6379]", keyCluster.path, keyClusterAddresses.name)
 		case len(cl.Addresses) > maxClusterAddresses:
-			c.p.add(c.val(at("addresses")), "cluster.addresses: %d addresses; at most %d", len(cl.Addresses), maxClusterAddresses)
+			c.wrong(l, "%d addresses; at most %d", len(cl.Addresses), maxClusterAddresses)
 		}
 		for i, a := range cl.Addresses {
 			if problem := redisAddress(a); problem != "" {
-				c.p.add(c.val(loc{field: fmt.Sprintf("cluster.addresses[%d]", i)}), "cluster.addresses: %q %s", a, problem)
+				c.p.add(c.val(l.item(i)), "%s: %q %s", l.field, a, problem)
 			}
 		}
 	}
-	if c.d.good(at("db")) {
+	if l := top(keyClusterDB); c.d.good(l) {
 		switch {
 		case cl.DB < 0:
-			c.p.add(c.val(at("db")), "cluster.db: %d is negative; Redis numbers its databases from 0", cl.DB)
+			c.wrong(l, "%d is negative; Redis numbers its databases from 0", cl.DB)
 		case cl.DB != 0 && len(cl.Addresses) > 1 && cl.MasterName == "":
-			c.p.add(c.val(at("db")), "cluster.db: %d with several addresses (a Redis Cluster), which has only database 0", cl.DB)
+			c.wrong(l, "%d with several addresses (a Redis Cluster), which has only database 0", cl.DB)
 		}
 	}
-	if c.d.has(at("masterName")) && c.d.good(at("masterName")) && cl.MasterName == "" {
-		c.p.add(c.val(at("masterName")), "cluster.masterName is empty; give the Sentinel master set's name, or remove the key")
+	if l := top(keyClusterMasterName); c.d.has(l) && c.d.good(l) && cl.MasterName == "" {
+		c.p.add(c.val(l), "%s is empty; give the Sentinel master set's name, or remove the key", l.field)
 	}
-	if c.d.good(at("timeout")) && (cl.Timeout < time.Millisecond || cl.Timeout > maxClusterTimeout) {
-		c.p.add(c.val(at("timeout")), "cluster.timeout: %v is not from 1ms to %v; it bounds each background call to Redis (default %v)", cl.Timeout, maxClusterTimeout, DefaultClusterTimeout)
+	if l := top(keyClusterTimeout); c.d.good(l) && (cl.Timeout < time.Millisecond || cl.Timeout > maxClusterTimeout) {
+		c.wrong(l, "%v is not from 1ms to %v; it bounds each background call to Redis (default %v)", cl.Timeout, maxClusterTimeout, DefaultClusterTimeout)
 	}
-	if c.d.good(at("replicas")) && (cl.Replicas < 1 || cl.Replicas > maxReplicas) {
-		c.p.add(c.val(at("replicas")), "cluster.replicas: %d is not from 1 to %d; give the number of proxies sharing the buckets", cl.Replicas, maxReplicas)
+	if l := top(keyClusterReplicas); c.d.good(l) && (cl.Replicas < 1 || cl.Replicas > maxReplicas) {
+		c.wrong(l, "%d is not from 1 to %d; give the number of proxies sharing the buckets", cl.Replicas, maxReplicas)
 	}
 	if t := cl.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
-		c.p.add(c.key(top("cluster.tls")), "cluster.tls: certFile and keyFile go together; give both for a client certificate, or neither")
+		c.p.add(c.key(top(keyClusterTLS)), "%s: %s and %s go together; give both for a client certificate, or neither", keyClusterTLS.path, keyClusterTLSCertFile.name, keyClusterTLSKeyFile.name)
 	}
 }
 
@@ -216,26 +219,19 @@ func readClusterFiles(d *decoded, dir string, p *problems) {
 	if cl == nil {
 		return
 	}
-	files := []struct {
-		field string
-		path  *string
-	}{{"cluster.passwordFile", &cl.PasswordFile}}
+	type file struct {
+		key  *key
+		path *string
+	}
+	files := []file{{keyClusterPasswordFile, &cl.PasswordFile}}
 	if t := cl.TLS; t != nil {
-		files = append(files, struct {
-			field string
-			path  *string
-		}{"cluster.tls.caFile", &t.CAFile}, struct {
-			field string
-			path  *string
-		}{"cluster.tls.certFile", &t.CertFile}, struct {
-			field string
-			path  *string
-		}{"cluster.tls.keyFile", &t.KeyFile})
+		files = append(files, file{keyClusterTLSCAFile, &t.CAFile}, file{keyClusterTLSCertFile, &t.CertFile}, file{keyClusterTLSKeyFile, &t.KeyFile})
 	}
 	for _, f := range files {
+		l := top(f.key)
 		if *f.path == "" {
-			if d.has(loc{field: f.field}) && !d.bad[loc{field: f.field}] {
-				p.add(d.at[loc{field: f.field}].val, "%s is empty; give a file's path, or remove the key", f.field)
+			if d.has(l) && !d.bad[l] {
+				p.add(d.at[l].val, "%s is empty; give a file's path, or remove the key", l.field)
 			}
 			continue
 		}
@@ -243,12 +239,12 @@ func readClusterFiles(d *decoded, dir string, p *problems) {
 		*f.path = resolve(dir, *f.path)
 		info, err := os.Stat(name)
 		switch {
-		case err != nil && f.field == "cluster.passwordFile":
-			p.warn(d.at[loc{field: f.field}].val, "%s: %s; until it is there Redis refuses this proxy and each point counts on its share", f.field, fileProblem(name, err))
+		case err != nil && f.key == keyClusterPasswordFile:
+			p.warn(d.at[l].val, "%s: %s; until it is there Redis refuses this proxy and each point counts on its share", l.field, fileProblem(name, err))
 		case err != nil:
-			p.add(d.at[loc{field: f.field}].val, "%s: %s", f.field, fileProblem(name, err))
+			p.add(d.at[l].val, "%s: %s", l.field, fileProblem(name, err))
 		case !info.Mode().IsRegular():
-			p.add(d.at[loc{field: f.field}].val, "%s: %s is not a regular file", f.field, name)
+			p.add(d.at[l].val, "%s: %s is not a regular file", l.field, name)
 		}
 	}
 }
@@ -267,18 +263,23 @@ func clusterString(c *Cluster) string {
 	if c == nil {
 		return "none"
 	}
-	s := fmt.Sprintf("addresses %v db %d timeout %v replicas %d keyPrefix %q", c.Addresses, c.DB, c.Timeout, c.Replicas, c.KeyPrefix)
-	if c.MasterName != "" {
-		s += " masterName " + strconv.Quote(c.MasterName)
+	parts := []string{
+		keyClusterAddresses.name, fmt.Sprint(c.Addresses),
+		keyClusterDB.name, strconv.Itoa(c.DB),
+		keyClusterTimeout.name, c.Timeout.String(),
+		keyClusterReplicas.name, strconv.Itoa(c.Replicas),
+		keyClusterKeyPrefix.name, strconv.Quote(c.KeyPrefix),
 	}
-	if c.Username != "" {
-		s += " username " + strconv.Quote(c.Username)
-	}
-	if c.PasswordFile != "" {
-		s += " passwordFile " + strconv.Quote(c.PasswordFile)
+	for _, s := range []struct {
+		key   *key
+		value string
+	}{{keyClusterMasterName, c.MasterName}, {keyClusterUsername, c.Username}, {keyClusterPasswordFile, c.PasswordFile}} {
+		if s.value != "" {
+			parts = append(parts, s.key.name, strconv.Quote(s.value))
+		}
 	}
 	if c.TLS != nil {
-		s += fmt.Sprintf(" tls %+v", *c.TLS)
+		parts = append(parts, keyClusterTLS.name, fmt.Sprintf("%+v", *c.TLS))
 	}
-	return s
+	return strings.Join(parts, " ")
 }

@@ -123,7 +123,7 @@ func decode(data []byte, p *problems) *decoded {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			p.add(pos{1, 1}, "the file is empty; it needs at least upstream: and points:")
+			fileEmpty(p)
 		} else {
 			syntaxError(p, data, err)
 		}
@@ -137,7 +137,7 @@ func decode(data []byte, p *problems) *decoded {
 		syntaxError(p, data, err)
 	}
 	if len(doc.Content) == 0 {
-		p.add(pos{1, 1}, "the file is empty; it needs at least upstream: and points:")
+		fileEmpty(p)
 		return nil
 	}
 	d := &decoder{p: p, budget: maxNodes, out: &decoded{
@@ -149,15 +149,20 @@ func decode(data []byte, p *problems) *decoded {
 	root := doc.Content[0]
 	d.out.root = pos{root.Line, root.Column}
 	if root.ShortTag() == "!!null" {
-		p.add(pos{1, 1}, "the file is empty; it needs at least upstream: and points:")
+		fileEmpty(p)
 		return nil
 	}
 	if d.resolve(root).Kind != yaml.MappingNode {
-		p.add(d.out.root, "the file must be a mapping of keys such as upstream: and points:, got %s", describe(d.resolve(root)))
+		p.add(d.out.root, "the file must be a mapping of keys such as %s: and %s:, got %s", keyUpstream.name, keyPoints.name, describe(d.resolve(root)))
 		return nil
 	}
 	d.top(root)
 	return d.out
+}
+
+// fileEmpty reports a file that holds no keys.
+func fileEmpty(p *problems) {
+	p.add(pos{1, 1}, "the file is empty; it needs at least %s: and %s:", keyUpstream.name, keyPoints.name)
 }
 
 // syntaxError records a YAML syntax error in data. The parser's message
@@ -211,40 +216,46 @@ func firstBadLine(data []byte) int {
 // top decodes the top-level mapping.
 func (d *decoder) top(n *yaml.Node) {
 	f := d.out.f
-	d.fields(n, "at the top level", loc{}, topSection, map[string]setter{
-		"listen":             d.str(&f.Listen),
-		"h2c":                d.boolean(&f.H2C),
-		"upstream":           d.str(&f.Upstream),
-		"admin":              d.str(&f.Admin),
-		"forwardedHeaders":   d.boolean(&f.ForwardedHeaders),
-		"window":             d.duration(&f.Window),
-		"buckets":            integer(d, &f.Buckets),
-		"pressureTestHeader": d.str(&f.PressureTestHeader),
-		"accessLog":          d.boolean(&f.AccessLog),
-		"drainTimeout":       d.duration(&f.DrainTimeout),
-		"maxConnections":     integer(d, &f.MaxConnections),
-		"adminTokenFile":     d.str(&f.AdminTokenFile),
-		"tls":                func(_ string, v *yaml.Node) { d.tls(v, &f.TLS) },
-		"cluster":            func(_ string, v *yaml.Node) { d.cluster(v) },
-		"routes":             func(_ string, v *yaml.Node) { d.routes(v) },
-		"points":             func(_ string, v *yaml.Node) { d.points(v) },
+	d.fields(n, "at the top level", loc{}, topSection, map[*key]setter{
+		keyListen:             d.str(&f.Listen),
+		keyH2C:                d.boolean(&f.H2C),
+		keyUpstream:           d.str(&f.Upstream),
+		keyAdmin:              d.str(&f.Admin),
+		keyForwardedHeaders:   d.boolean(&f.ForwardedHeaders),
+		keyWindow:             d.duration(&f.Window),
+		keyBuckets:            integer(d, &f.Buckets),
+		keyPressureTestHeader: d.str(&f.PressureTestHeader),
+		keyAccessLog:          d.boolean(&f.AccessLog),
+		keyDrainTimeout:       d.duration(&f.DrainTimeout),
+		keyMaxConnections:     integer(d, &f.MaxConnections),
+		keyAdminTokenFile:     d.str(&f.AdminTokenFile),
+		keyTLS:                func(_ string, v *yaml.Node) { d.tls(v, &f.TLS) },
+		keyCluster:            func(_ string, v *yaml.Node) { d.cluster(v) },
+		keyRoutes:             func(_ string, v *yaml.Node) { d.routes(v) },
+		keyPoints:             func(_ string, v *yaml.Node) { d.points(v) },
 	})
 }
 
+// within returns the scope of the keys of the mapping k at the top level,
+// for messages, and the location its keys' paths start from.
+func within(k *key) (string, loc) { return "in " + k.path, loc{field: k.path + "."} }
+
 // tls decodes the tls mapping into t.
 func (d *decoder) tls(n *yaml.Node, t *TLS) {
-	d.fields(n, "in tls", loc{field: "tls."}, tlsSection, map[string]setter{
-		"certFile": d.str(&t.CertFile),
-		"keyFile":  d.str(&t.KeyFile),
-		"acme": func(_ string, v *yaml.Node) {
+	scope, base := within(keyTLS)
+	d.fields(n, scope, base, tlsSection, map[*key]setter{
+		keyTLSCertFile: d.str(&t.CertFile),
+		keyTLSKeyFile:  d.str(&t.KeyFile),
+		keyTLSACME: func(_ string, v *yaml.Node) {
 			t.ACME = &ACME{}
-			d.fields(v, "in tls.acme", loc{field: "tls.acme."}, acmeSection, map[string]setter{
-				"domains":    d.strings(loc{field: "tls.acme.domains"}, &t.ACME.Domains),
-				"email":      d.str(&t.ACME.Email),
-				"ca":         d.str(&t.ACME.CA),
-				"caRoot":     d.str(&t.ACME.CARoot),
-				"storage":    d.str(&t.ACME.Storage),
-				"httpListen": d.str(&t.ACME.HTTPListen),
+			scope, base := within(keyTLSACME)
+			d.fields(v, scope, base, acmeSection, map[*key]setter{
+				keyACMEDomains:    d.strings(loc{field: keyACMEDomains.path}, &t.ACME.Domains),
+				keyACMEEmail:      d.str(&t.ACME.Email),
+				keyACMECA:         d.str(&t.ACME.CA),
+				keyACMECARoot:     d.str(&t.ACME.CARoot),
+				keyACMEStorage:    d.str(&t.ACME.Storage),
+				keyACMEHTTPListen: d.str(&t.ACME.HTTPListen),
 			})
 		},
 	})
@@ -252,12 +263,12 @@ func (d *decoder) tls(n *yaml.Node, t *TLS) {
 
 // routes decodes the list of routes, in order.
 func (d *decoder) routes(n *yaml.Node) {
-	items, ok := d.sequence(n, "routes", "a list of routes such as - point: orders.read")
+	items, ok := d.sequence(n, keyRoutes.path, fmt.Sprintf("a list of routes such as - %s: orders.read", keyRoutePoint.name))
 	if !ok {
 		return
 	}
 	if len(items) > maxRoutes {
-		d.p.add(pos{n.Line, n.Column}, "routes: %d routes; a config holds at most %d", len(items), maxRoutes)
+		d.p.add(pos{n.Line, n.Column}, "%s: %d routes; a config holds at most %d", keyRoutes.path, len(items), maxRoutes)
 		items = items[:maxRoutes]
 	}
 	for i, item := range items {
@@ -266,22 +277,23 @@ func (d *decoder) routes(n *yaml.Node) {
 		d.out.at[base] = span{key: pos{item.Line, item.Column}, val: pos{item.Line, item.Column}}
 		scope := fmt.Sprintf("in route %d", i+1)
 		if d.resolve(item).Kind != yaml.MappingNode {
-			d.p.add(pos{item.Line, item.Column}, "route %d: want a mapping with point: and match:, got %s", i+1, describe(d.resolve(item)))
+			d.p.add(pos{item.Line, item.Column}, "route %d: want a mapping with %s: and %s:, got %s", i+1, keyRoutePoint.name, keyRouteMatch.name, describe(d.resolve(item)))
 			d.out.bad[base] = true
 			d.out.f.Routes = append(d.out.f.Routes, r)
 			continue
 		}
-		d.fields(item, scope, base, routeSection, map[string]setter{
-			"point": d.str(&r.Point),
-			"match": func(_ string, v *yaml.Node) {
-				d.fields(v, fmt.Sprintf("in the match of route %d", i+1), loc{route: i + 1, field: "match."}, matchSection, map[string]setter{
-					"methods":    d.strings(loc{route: i + 1, field: "match.methods"}, &r.Methods),
-					"path":       d.str(&r.Path),
-					"pathPrefix": d.str(&r.PathPrefix),
-					"host":       d.str(&r.Host),
+		d.fields(item, scope, base, routeSection, map[*key]setter{
+			keyRoutePoint: d.str(&r.Point),
+			keyRouteMatch: func(_ string, v *yaml.Node) {
+				scope := fmt.Sprintf("in the %s of route %d", keyRouteMatch.name, i+1)
+				d.fields(v, scope, loc{route: i + 1, field: keyRouteMatch.path + "."}, matchSection, map[*key]setter{
+					keyMatchMethods:    d.strings(loc{route: i + 1, field: keyMatchMethods.path}, &r.Methods),
+					keyMatchPath:       d.str(&r.Path),
+					keyMatchPathPrefix: d.str(&r.PathPrefix),
+					keyMatchHost:       d.str(&r.Host),
 				})
 			},
-			"priority": d.priority(&r.Priority),
+			keyRoutePriority: d.priority(&r.Priority),
 		})
 		d.out.f.Routes = append(d.out.f.Routes, r)
 	}
@@ -289,9 +301,9 @@ func (d *decoder) routes(n *yaml.Node) {
 
 // points decodes the mapping of points, in file order.
 func (d *decoder) points(n *yaml.Node) {
-	d.entries(n, "points", "a mapping of point names to their settings", func(name string, k, v *yaml.Node) {
+	d.entries(n, keyPoints.path, "a mapping of point names to their settings", func(name string, k, v *yaml.Node) {
 		if len(d.out.f.Points) == maxPoints {
-			d.p.add(pos{k.Line, k.Column}, "points: a config holds at most %d points", maxPoints)
+			d.p.add(pos{k.Line, k.Column}, "%s: a config holds at most %d points", keyPoints.path, maxPoints)
 		}
 		if len(d.out.f.Points) >= maxPoints {
 			return
@@ -303,29 +315,29 @@ func (d *decoder) points(n *yaml.Node) {
 		if m := d.resolve(v); m.Kind != yaml.MappingNode && m.ShortTag() != "!!null" {
 			d.out.bad[base] = true
 		}
-		d.fields(v, scope, base, pointSection, map[string]setter{
-			"timeoutThreshold":                   d.duration(&p.TimeoutThreshold),
-			"timeoutCountThreshold":              d.threshold(&p.TimeoutCountThreshold),
-			"visitThreshold":                     d.threshold(&p.VisitThreshold),
-			"concurrentThreshold":                d.threshold(&p.ConcurrentThreshold),
-			"exceptionThreshold":                 d.threshold(&p.ExceptionThreshold),
-			"exceptionRateThreshold":             d.threshold(&p.ExceptionRateThreshold),
-			"exceptionRateStart":                 integer(d, &p.ExceptionRateStart),
-			"tokenBucketGeneratedTokensInSecond": d.threshold(&p.TokensPerSecond),
-			"tokenBucketSize":                    d.threshold(&p.TokenBucketSize),
-			"downgradeRate":                      d.percent(&p.DowngradeRate),
-			"delayTime":                          d.delay(&p.DelayTime),
-			"retryInterval":                      d.delay(&p.RetryInterval),
-			"pressureTestDowngrade":              d.boolean(&p.PressureTestDowngrade),
-			"mode":                               d.mode(&p.Shadow),
-			"upstreamTimeout":                    d.duration(&p.UpstreamTimeout),
-			"fallbackOnError":                    d.boolean(&p.FallbackOnError),
-			"fallback":                           func(_ string, v *yaml.Node) { d.fallback(v, name, &p.Fallback) },
-			"clusterTokenBucket":                 func(_ string, v *yaml.Node) { d.clusterBucket(v, name, &p.ClusterTokenBucket) },
-			"recoveryTime":                       d.delay(&p.RecoveryTime),
-			"recoveryStart":                      d.percent(&p.RecoveryStart),
-			"sheddableShare":                     d.percent(&p.SheddableShare),
-			"adaptiveConcurrency":                func(_ string, v *yaml.Node) { d.adaptive(v, name, &p.AdaptiveConcurrency) },
+		d.fields(v, scope, base, pointSection, map[*key]setter{
+			keyTimeoutThreshold:                   d.duration(&p.TimeoutThreshold),
+			keyTimeoutCountThreshold:              d.threshold(&p.TimeoutCountThreshold),
+			keyVisitThreshold:                     d.threshold(&p.VisitThreshold),
+			keyConcurrentThreshold:                d.threshold(&p.ConcurrentThreshold),
+			keyExceptionThreshold:                 d.threshold(&p.ExceptionThreshold),
+			keyExceptionRateThreshold:             d.threshold(&p.ExceptionRateThreshold),
+			keyExceptionRateStart:                 integer(d, &p.ExceptionRateStart),
+			keyTokenBucketGeneratedTokensInSecond: d.threshold(&p.TokensPerSecond),
+			keyTokenBucketSize:                    d.threshold(&p.TokenBucketSize),
+			keyDowngradeRate:                      d.percent(&p.DowngradeRate),
+			keyDelayTime:                          d.delay(&p.DelayTime),
+			keyRetryInterval:                      d.delay(&p.RetryInterval),
+			keyPressureTestDowngrade:              d.boolean(&p.PressureTestDowngrade),
+			keyMode:                               d.mode(&p.Shadow),
+			keyUpstreamTimeout:                    d.duration(&p.UpstreamTimeout),
+			keyFallbackOnError:                    d.boolean(&p.FallbackOnError),
+			keyFallback:                           func(_ string, v *yaml.Node) { d.fallback(v, name, &p.Fallback) },
+			keyClusterTokenBucket:                 func(_ string, v *yaml.Node) { d.clusterBucket(v, name, &p.ClusterTokenBucket) },
+			keyRecoveryTime:                       d.delay(&p.RecoveryTime),
+			keyRecoveryStart:                      d.percent(&p.RecoveryStart),
+			keySheddableShare:                     d.percent(&p.SheddableShare),
+			keyAdaptiveConcurrency:                func(_ string, v *yaml.Node) { d.adaptive(v, name, &p.AdaptiveConcurrency) },
 		})
 		d.out.f.Points = append(d.out.f.Points, p)
 	})
@@ -372,31 +384,39 @@ func (d *decoder) delay(dst *time.Duration) setter {
 
 // fallback decodes the fallback of point into fb; a bodyFile is read later.
 func (d *decoder) fallback(n *yaml.Node, point string, fb *Fallback) {
-	d.fields(n, fmt.Sprintf("in the fallback of point %q", point), loc{point: point, field: "fallback."}, fallbackSection, map[string]setter{
-		"status":  integer(d, &fb.Status),
-		"headers": func(_ string, v *yaml.Node) { d.headers(v, point, fb) },
-		"body": func(key string, v *yaml.Node) {
+	scope, base := inPoint(keyFallback, point)
+	d.fields(n, scope, base, fallbackSection, map[*key]setter{
+		keyFallbackStatus:  integer(d, &fb.Status),
+		keyFallbackHeaders: func(_ string, v *yaml.Node) { d.headers(v, point, fb) },
+		keyFallbackBody: func(key string, v *yaml.Node) {
 			if s, ok := d.scalar(key, v, "!!str", "a string"); ok {
 				fb.Body, fb.BodySet = []byte(s.Value), true
 			}
 		},
-		"bodyFile": func(key string, v *yaml.Node) {
+		keyFallbackBodyFile: func(key string, v *yaml.Node) {
 			if s, ok := d.scalar(key, v, "!!str", "a path"); ok {
 				d.out.bodyFile[point] = s.Value
 				fb.BodySet = true
 			}
 		},
-		"grpcStatus": func(key string, v *yaml.Node) {
+		keyFallbackGRPCStatus: func(key string, v *yaml.Node) {
 			integer(d, &fb.GRPCStatus)(key, v)
 			fb.GRPCStatusSet = true
 		},
-		"grpcMessage": d.str(&fb.GRPCMessage),
+		keyFallbackGRPCMessage: d.str(&fb.GRPCMessage),
 	})
+}
+
+// inPoint returns the scope of the keys of the mapping k of point, for
+// messages, and the location its keys' paths start from.
+func inPoint(k *key, point string) (string, loc) {
+	return fmt.Sprintf("in the %s of point %q", k.path, point), loc{point: point, field: k.path + "."}
 }
 
 // headers decodes a mapping of header names to a value or a list of values.
 func (d *decoder) headers(n *yaml.Node, point string, fb *Fallback) {
-	d.entries(n, "headers", "a mapping of header names to values such as Content-Type: application/json", func(name string, k, v *yaml.Node) {
+	d.entries(n, keyFallbackHeaders.name, "a mapping of header names to values such as Content-Type: application/json", func(name string, k, v *yaml.Node) {
+
 		v = d.resolve(v)
 		values := []*yaml.Node{v}
 		if v.Kind == yaml.SequenceNode {
@@ -408,7 +428,7 @@ func (d *decoder) headers(n *yaml.Node, point string, fb *Fallback) {
 				d.p.add(pos{vn.Line, vn.Column}, "header %s: want a value or a list of values, got %s", name, describe(vn))
 				continue
 			}
-			d.out.at[loc{point: point, field: fmt.Sprintf("fallback.headers[%d]", len(fb.Headers))}] = span{key: pos{k.Line, k.Column}, val: pos{vn.Line, vn.Column}}
+			d.out.at[loc{point: point, field: fmt.Sprintf("%s[%d]", keyFallbackHeaders.path, len(fb.Headers))}] = span{key: pos{k.Line, k.Column}, val: pos{vn.Line, vn.Column}}
 			fb.Headers = append(fb.Headers, [2]string{name, vn.Value})
 		}
 	})

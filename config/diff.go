@@ -48,11 +48,12 @@ func (c Change) String() string {
 		}
 	}
 	if len(points) > 0 {
-		parts = append(parts, "points "+strings.Join(points, ", "))
+		parts = append(parts, keyPoints.name+" "+strings.Join(points, ", "))
 	}
 	if c.Routes {
-		parts = append(parts, "routes changed")
+		parts = append(parts, keyRoutes.name+" changed")
 	}
+
 	if len(c.Settings) > 0 {
 		parts = append(parts, fmt.Sprintf("settings changed [%s]", strings.Join(c.Settings, " ")))
 	}
@@ -98,15 +99,15 @@ func Diff(from, to *File) Change {
 	slices.Sort(c.Changed)
 	c.Routes = !reflect.DeepEqual(from.Routes, to.Routes)
 	c.Settings = changed([]field{
-		{"upstream", from.Upstream, to.Upstream},
-		{"forwardedHeaders", from.ForwardedHeaders, to.ForwardedHeaders},
-		{"window", from.Window, to.Window},
-		{"buckets", from.Buckets, to.Buckets},
-		{"pressureTestHeader", from.PressureTestHeader, to.PressureTestHeader},
-		{"accessLog", from.AccessLog, to.AccessLog},
-		{"drainTimeout", from.DrainTimeout, to.DrainTimeout},
-		{"maxConnections", from.MaxConnections, to.MaxConnections},
-		{"adminTokenFile", adminToken{from.AdminTokenFile, string(from.AdminToken)}, adminToken{to.AdminTokenFile, string(to.AdminToken)}},
+		{keyUpstream.path, from.Upstream, to.Upstream},
+		{keyForwardedHeaders.path, from.ForwardedHeaders, to.ForwardedHeaders},
+		{keyWindow.path, from.Window, to.Window},
+		{keyBuckets.path, from.Buckets, to.Buckets},
+		{keyPressureTestHeader.path, from.PressureTestHeader, to.PressureTestHeader},
+		{keyAccessLog.path, from.AccessLog, to.AccessLog},
+		{keyDrainTimeout.path, from.DrainTimeout, to.DrainTimeout},
+		{keyMaxConnections.path, from.MaxConnections, to.MaxConnections},
+		{keyAdminTokenFile.path, adminToken{from.AdminTokenFile, string(from.AdminToken)}, adminToken{to.AdminTokenFile, string(to.AdminToken)}},
 	})
 	c.NeedsRestart = restart(from, to)
 	return c
@@ -127,11 +128,11 @@ func pointsByName(f *File) map[string]*Point {
 // restart names the restart-only settings that differ between a and b.
 func restart(a, b *File) []string {
 	return changed([]field{
-		{"listen", a.Listen, b.Listen},
-		{"admin", a.Admin, b.Admin},
-		{"tls", a.TLS, b.TLS},
-		{"h2c", a.H2C, b.H2C},
-		{"cluster", a.Cluster, b.Cluster},
+		{keyListen.path, a.Listen, b.Listen},
+		{keyAdmin.path, a.Admin, b.Admin},
+		{keyTLS.path, a.TLS, b.TLS},
+		{keyH2C.path, a.H2C, b.H2C},
+		{keyCluster.path, a.Cluster, b.Cluster},
 	})
 }
 

@@ -35,44 +35,44 @@ func (s Setting) String() string { return s.Key + ": " + s.From + " -> " + s.To 
 func PointSettings(from, to *Point) []Setting {
 	var out settings
 	a, b := &from.Policy, &to.Policy
-	out.add("timeoutThreshold", offDuration(a.TimeoutThreshold), offDuration(b.TimeoutThreshold))
-	out.add("timeoutCountThreshold", threshold(a.TimeoutCountThreshold), threshold(b.TimeoutCountThreshold))
-	out.add("visitThreshold", threshold(a.VisitThreshold), threshold(b.VisitThreshold))
-	out.add("concurrentThreshold", threshold(a.ConcurrentThreshold), threshold(b.ConcurrentThreshold))
-	out.add("exceptionThreshold", threshold(a.ExceptionThreshold), threshold(b.ExceptionThreshold))
-	out.add("exceptionRateThreshold", threshold(a.ExceptionRateThreshold), threshold(b.ExceptionRateThreshold))
-	out.add("exceptionRateStart", strconv.FormatInt(a.ExceptionRateStart, 10), strconv.FormatInt(b.ExceptionRateStart, 10))
-	out.add("tokenBucketGeneratedTokensInSecond", threshold(a.TokensPerSecond), threshold(b.TokensPerSecond))
-	out.add("tokenBucketSize", threshold(a.TokenBucketSize), threshold(b.TokenBucketSize))
-	out.add("downgradeRate", threshold(a.DowngradeRate), threshold(b.DowngradeRate))
-	out.add("delayTime", offDuration(a.DelayTime), offDuration(b.DelayTime))
-	out.add("retryInterval", offDuration(a.RetryInterval), offDuration(b.RetryInterval))
-	out.add("pressureTestDowngrade", strconv.FormatBool(a.PressureTestDowngrade), strconv.FormatBool(b.PressureTestDowngrade))
-	out.add("mode", mode(a.Shadow), mode(b.Shadow))
-	out.add("upstreamTimeout", offDuration(from.UpstreamTimeout), offDuration(to.UpstreamTimeout))
-	out.add("fallbackOnError", strconv.FormatBool(from.FallbackOnError), strconv.FormatBool(to.FallbackOnError))
+	out.add(keyTimeoutThreshold.path, offDuration(a.TimeoutThreshold), offDuration(b.TimeoutThreshold))
+	out.add(keyTimeoutCountThreshold.path, threshold(a.TimeoutCountThreshold), threshold(b.TimeoutCountThreshold))
+	out.add(keyVisitThreshold.path, threshold(a.VisitThreshold), threshold(b.VisitThreshold))
+	out.add(keyConcurrentThreshold.path, threshold(a.ConcurrentThreshold), threshold(b.ConcurrentThreshold))
+	out.add(keyExceptionThreshold.path, threshold(a.ExceptionThreshold), threshold(b.ExceptionThreshold))
+	out.add(keyExceptionRateThreshold.path, threshold(a.ExceptionRateThreshold), threshold(b.ExceptionRateThreshold))
+	out.add(keyExceptionRateStart.path, strconv.FormatInt(a.ExceptionRateStart, 10), strconv.FormatInt(b.ExceptionRateStart, 10))
+	out.add(keyTokenBucketGeneratedTokensInSecond.path, threshold(a.TokensPerSecond), threshold(b.TokensPerSecond))
+	out.add(keyTokenBucketSize.path, threshold(a.TokenBucketSize), threshold(b.TokenBucketSize))
+	out.add(keyDowngradeRate.path, threshold(a.DowngradeRate), threshold(b.DowngradeRate))
+	out.add(keyDelayTime.path, offDuration(a.DelayTime), offDuration(b.DelayTime))
+	out.add(keyRetryInterval.path, offDuration(a.RetryInterval), offDuration(b.RetryInterval))
+	out.add(keyPressureTestDowngrade.path, strconv.FormatBool(a.PressureTestDowngrade), strconv.FormatBool(b.PressureTestDowngrade))
+	out.add(keyMode.path, mode(a.Shadow), mode(b.Shadow))
+	out.add(keyUpstreamTimeout.path, offDuration(from.UpstreamTimeout), offDuration(to.UpstreamTimeout))
+	out.add(keyFallbackOnError.path, strconv.FormatBool(from.FallbackOnError), strconv.FormatBool(to.FallbackOnError))
 	fa, fb := &from.Fallback, &to.Fallback
-	out.add("fallback.status", fallbackStatus(fa.Status), fallbackStatus(fb.Status))
-	out.add("fallback.headers", headers(fa.Headers), headers(fb.Headers))
-	out.add("fallback.bodyFile", unsetString(fa.BodyFile), unsetString(fb.BodyFile))
+	out.add(keyFallbackStatus.path, fallbackStatus(fa.Status), fallbackStatus(fb.Status))
+	out.add(keyFallbackHeaders.path, headers(fa.Headers), headers(fb.Headers))
+	out.add(keyFallbackBodyFile.path, unsetString(fa.BodyFile), unsetString(fb.BodyFile))
 	if fa.BodySet != fb.BodySet || !bytes.Equal(fa.Body, fb.Body) {
-		out = append(out, Setting{"fallback.body", body(fa), body(fb)})
+		out = append(out, Setting{keyFallbackBody.path, body(fa), body(fb)})
 	}
-	out.add("fallback.grpcStatus", grpcStatus(fa), grpcStatus(fb))
-	out.add("fallback.grpcMessage", unsetString(fa.GRPCMessage), unsetString(fb.GRPCMessage))
+	out.add(keyFallbackGRPCStatus.path, grpcStatus(fa), grpcStatus(fb))
+	out.add(keyFallbackGRPCMessage.path, unsetString(fa.GRPCMessage), unsetString(fb.GRPCMessage))
 	ca, cb := from.ClusterTokenBucket, to.ClusterTokenBucket
-	out.add("clusterTokenBucket.tokensPerSecond", clusterFigure(ca.TokensPerSecond), clusterFigure(cb.TokensPerSecond))
-	out.add("clusterTokenBucket.size", clusterFigure(ca.Size), clusterFigure(cb.Size))
-	out.add("recoveryTime", offDuration(a.RecoveryTime), offDuration(b.RecoveryTime))
-	out.add("recoveryStart", strconv.FormatInt(a.RecoveryStartPercent(), 10), strconv.FormatInt(b.RecoveryStartPercent(), 10))
-	out.add("sheddableShare", strconv.FormatInt(a.SheddablePercent(), 10), strconv.FormatInt(b.SheddablePercent(), 10))
+	out.add(keyClusterBucketTokensPerSecond.path, clusterFigure(ca.TokensPerSecond), clusterFigure(cb.TokensPerSecond))
+	out.add(keyClusterBucketSize.path, clusterFigure(ca.Size), clusterFigure(cb.Size))
+	out.add(keyRecoveryTime.path, offDuration(a.RecoveryTime), offDuration(b.RecoveryTime))
+	out.add(keyRecoveryStart.path, strconv.FormatInt(a.RecoveryStartPercent(), 10), strconv.FormatInt(b.RecoveryStartPercent(), 10))
+	out.add(keySheddableShare.path, strconv.FormatInt(a.SheddablePercent(), 10), strconv.FormatInt(b.SheddablePercent(), 10))
 	aa, ab := adaptiveSettings(a.AdaptiveConcurrency), adaptiveSettings(b.AdaptiveConcurrency)
-	out.add("adaptiveConcurrency", aa.on, ab.on)
-	out.add("adaptiveConcurrency.minLimit", aa.minLimit, ab.minLimit)
-	out.add("adaptiveConcurrency.maxLimit", aa.maxLimit, ab.maxLimit)
-	out.add("adaptiveConcurrency.interval", aa.interval, ab.interval)
-	out.add("adaptiveConcurrency.tolerance", aa.tolerance, ab.tolerance)
-	out.add("adaptiveConcurrency.minLatencyInterval", aa.minLatencyInterval, ab.minLatencyInterval)
+	out.add(keyAdaptiveConcurrency.path, aa.on, ab.on)
+	out.add(keyAdaptiveMinLimit.path, aa.minLimit, ab.minLimit)
+	out.add(keyAdaptiveMaxLimit.path, aa.maxLimit, ab.maxLimit)
+	out.add(keyAdaptiveInterval.path, aa.interval, ab.interval)
+	out.add(keyAdaptiveTolerance.path, aa.tolerance, ab.tolerance)
+	out.add(keyAdaptiveMinLatencyInterval.path, aa.minLatencyInterval, ab.minLatencyInterval)
 	return out
 }
 
@@ -110,36 +110,36 @@ func adaptiveSettings(a limiter.AdaptiveConcurrency) adaptiveFigures {
 // NeedsRestart's names ("tls.certFile" for "tls").
 func FileSettings(from, to *File) (reload, restart []Setting) {
 	var r settings
-	r.add("upstream", strconv.Quote(from.Upstream), strconv.Quote(to.Upstream))
-	r.add("forwardedHeaders", strconv.FormatBool(from.ForwardedHeaders), strconv.FormatBool(to.ForwardedHeaders))
-	r.add("window", from.Window.String(), to.Window.String())
-	r.add("buckets", strconv.Itoa(from.Buckets), strconv.Itoa(to.Buckets))
-	r.add("pressureTestHeader", strconv.Quote(from.PressureTestHeader), strconv.Quote(to.PressureTestHeader))
-	r.add("accessLog", strconv.FormatBool(from.AccessLog), strconv.FormatBool(to.AccessLog))
-	r.add("drainTimeout", from.DrainTimeout.String(), to.DrainTimeout.String())
-	r.add("maxConnections", strconv.Itoa(from.MaxConnections), strconv.Itoa(to.MaxConnections))
+	r.add(keyUpstream.path, strconv.Quote(from.Upstream), strconv.Quote(to.Upstream))
+	r.add(keyForwardedHeaders.path, strconv.FormatBool(from.ForwardedHeaders), strconv.FormatBool(to.ForwardedHeaders))
+	r.add(keyWindow.path, from.Window.String(), to.Window.String())
+	r.add(keyBuckets.path, strconv.Itoa(from.Buckets), strconv.Itoa(to.Buckets))
+	r.add(keyPressureTestHeader.path, strconv.Quote(from.PressureTestHeader), strconv.Quote(to.PressureTestHeader))
+	r.add(keyAccessLog.path, strconv.FormatBool(from.AccessLog), strconv.FormatBool(to.AccessLog))
+	r.add(keyDrainTimeout.path, from.DrainTimeout.String(), to.DrainTimeout.String())
+	r.add(keyMaxConnections.path, strconv.Itoa(from.MaxConnections), strconv.Itoa(to.MaxConnections))
 	// The path only: the token is never shown (a new token in the same
 	// file is a change Diff names, with nothing to show here).
-	r.add("adminTokenFile", unsetString(from.AdminTokenFile), unsetString(to.AdminTokenFile))
+	r.add(keyAdminTokenFile.path, unsetString(from.AdminTokenFile), unsetString(to.AdminTokenFile))
 	var s settings
-	s.add("listen", strconv.Quote(from.Listen), strconv.Quote(to.Listen))
-	s.add("admin", strconv.Quote(from.Admin), strconv.Quote(to.Admin))
-	s.add("tls.certFile", unsetString(from.TLS.CertFile), unsetString(to.TLS.CertFile))
-	s.add("tls.keyFile", unsetString(from.TLS.KeyFile), unsetString(to.TLS.KeyFile))
+	s.add(keyListen.path, strconv.Quote(from.Listen), strconv.Quote(to.Listen))
+	s.add(keyAdmin.path, strconv.Quote(from.Admin), strconv.Quote(to.Admin))
+	s.add(keyTLSCertFile.path, unsetString(from.TLS.CertFile), unsetString(to.TLS.CertFile))
+	s.add(keyTLSKeyFile.path, unsetString(from.TLS.KeyFile), unsetString(to.TLS.KeyFile))
 	switch a, b := from.TLS.ACME, to.TLS.ACME; {
 	case a == nil && b == nil:
 	case a == nil || b == nil:
-		s.add("tls.acme", acme(a), acme(b))
+		s.add(keyTLSACME.path, acme(a), acme(b))
 	default:
-		s.add("tls.acme.domains", strings.Join(a.Domains, " "), strings.Join(b.Domains, " "))
-		s.add("tls.acme.email", unsetString(a.Email), unsetString(b.Email))
-		s.add("tls.acme.ca", unsetString(a.CA), unsetString(b.CA))
-		s.add("tls.acme.caRoot", unsetString(a.CARoot), unsetString(b.CARoot))
-		s.add("tls.acme.storage", unsetString(a.Storage), unsetString(b.Storage))
-		s.add("tls.acme.httpListen", unsetString(a.HTTPListen), unsetString(b.HTTPListen))
+		s.add(keyACMEDomains.path, strings.Join(a.Domains, " "), strings.Join(b.Domains, " "))
+		s.add(keyACMEEmail.path, unsetString(a.Email), unsetString(b.Email))
+		s.add(keyACMECA.path, unsetString(a.CA), unsetString(b.CA))
+		s.add(keyACMECARoot.path, unsetString(a.CARoot), unsetString(b.CARoot))
+		s.add(keyACMEStorage.path, unsetString(a.Storage), unsetString(b.Storage))
+		s.add(keyACMEHTTPListen.path, unsetString(a.HTTPListen), unsetString(b.HTTPListen))
 	}
-	s.add("h2c", strconv.FormatBool(from.H2C), strconv.FormatBool(to.H2C))
-	s.add("cluster", clusterString(from.Cluster), clusterString(to.Cluster))
+	s.add(keyH2C.path, strconv.FormatBool(from.H2C), strconv.FormatBool(to.H2C))
+	s.add(keyCluster.path, clusterString(from.Cluster), clusterString(to.Cluster))
 	return r, s
 }
 
@@ -224,16 +224,16 @@ func RoutesDiff(from, to []Route) []RouteEdit {
 func (r Route) String() string {
 	var conds []string
 	if len(r.Methods) > 0 {
-		conds = append(conds, "methods "+strings.Join(r.Methods, ","))
+		conds = append(conds, keyMatchMethods.name+" "+strings.Join(r.Methods, ","))
 	}
 	if r.Host != "" {
-		conds = append(conds, "host "+r.Host)
+		conds = append(conds, keyMatchHost.name+" "+r.Host)
 	}
 	if r.Path != "" {
-		conds = append(conds, "path "+r.Path)
+		conds = append(conds, keyMatchPath.name+" "+r.Path)
 	}
 	if r.PathPrefix != "" {
-		conds = append(conds, "pathPrefix "+r.PathPrefix)
+		conds = append(conds, keyMatchPathPrefix.name+" "+r.PathPrefix)
 	}
 	if len(conds) == 0 {
 		conds = []string{"every request"}
@@ -305,7 +305,7 @@ func body(f *Fallback) string {
 	case !f.BodySet:
 		return "default"
 	case f.Body == nil && f.BodyFile != "":
-		return "from bodyFile " + strconv.Quote(f.BodyFile)
+		return "from " + keyFallbackBodyFile.name + " " + strconv.Quote(f.BodyFile)
 	case len(f.Body) > maxShown:
 		return fmt.Sprintf("%d bytes %q...", len(f.Body), f.Body[:maxShown])
 	}
@@ -326,5 +326,6 @@ func acme(a *ACME) string {
 	if a == nil {
 		return "off"
 	}
-	return "domains " + strings.Join(a.Domains, " ")
+	return keyACMEDomains.name + " " + strings.Join(a.Domains, " ")
+
 }

@@ -1,19 +1,27 @@
 package config
 
-// The keys of sds.yaml, defined once. The decoder accepts a key in a
-// mapping only when the mapping's section defines it (any other is an
-// "unknown key", with the nearest defined one suggested), and Schema
-// generates the JSON Schema of the file from the same sections, with each
-// key's description, type, default, unit and the limits that validation
-// enforces. A key the decoder reads must be defined here: TestDecoderKeys
-// fails otherwise.
+// The keys of sds.yaml, defined once: each key is a variable below (keyX),
+// and no other string of the package's code spells its name. The decoder binds its setters to
+// these variables and accepts a key in a mapping only when the mapping's
+// section defines it (any other is an "unknown key", with the nearest
+// defined one suggested); validation and its messages, the reload's
+// explanation (PointSettings, FileSettings, Diff) and the positions of
+// problems name a key by its path; and Schema generates the JSON Schema of
+// the file from the same sections, with each key's description, type,
+// default, unit and the limits that validation enforces. TestDecoderKeys
+// fails when the decoder reads a key not defined here, or leaves one
+// unread; TestKeysNamedOnce, when a key's name is written in a string
+// anywhere else in the package; TestExplanationKeys, when the reload's
+// explanation leaves a key out.
 //
 // To add a key: define it in its section below (name, kind, doc, and its
-// default, unit, enum or bounds where it has them), give the decoder a
-// setter for it, and regenerate the schema's copy in the repository:
-// go run ./cmd/sds-proxy schema > docs/sds.schema.json (TestSchemaFileIsCurrent
-// fails until then). TestSchemaRejectsOnlyWhatValidateRejects then checks
-// the new key's type and bounds against validation.
+// default, unit, enum or bounds where it has them), list it in the
+// section, give the decoder a setter for it, name it in FileSettings or
+// PointSettings (and Diff, for a top-level key), and regenerate the schema's
+// copy in the repository: go run ./cmd/sds-proxy schema >
+// docs/sds.schema.json (TestSchemaFileIsCurrent fails until then).
+// TestSchemaRejectsOnlyWhatValidateRejects then checks the new key's type
+// and bounds against validation.
 
 import (
 	"math"
@@ -42,6 +50,12 @@ const (
 // means "none".
 type key struct {
 	name string
+	// path names the key in messages, in the positions of problems and in
+	// a reload's explanation: its name after those of the mappings above
+	// it, joined by ".", from the top level or from the route or point that
+	// holds it ("tls.acme.domains", "fallback.status", "match.path"). The
+	// section that lists the key sets it.
+	path string
 	kind kind
 	// doc says what the key does, for people: the schema's description.
 	doc string
@@ -70,26 +84,57 @@ type key struct {
 // section is the set of keys one kind of mapping in sds.yaml accepts.
 type section struct {
 	// name names the section in the schema's definitions ("" for the top
-	// level).
+	// level). newSection names a section it is given without a name after
+	// the key that lists it.
 	name string
 	// doc describes the mapping, for the schema.
 	doc  string
-	keys []key
+	keys []*key
 	// index maps each key's name to its place in keys.
 	index map[string]int
 }
 
-// newSection returns the section of keys, indexed by name.
-func newSection(name, doc string, keys ...key) *section {
+// newSection returns the section of keys, indexed by name, and sets each
+// key's path. A section under a key is named name, or after that key when
+// name is "". Each section is listed by one key and is built before the
+// key's own section, which puts the key's name before the paths of the
+// keys in the mappings under it.
+func newSection(name, doc string, keys ...*key) *section {
 	s := &section{name: name, doc: doc, keys: keys, index: make(map[string]int, len(keys))}
 	for i, k := range keys {
 		s.index[k.name] = i
+		k.path = k.name
+		if k.section != nil && k.section.name == "" {
+			k.section.name = k.name
+		}
+		if k.kind == kindMapping {
+			k.section.prefix(k.name + ".")
+		}
 	}
 	return s
 }
 
+// prefix puts p before the path of every key of s and of the mappings
+// under them.
+func (s *section) prefix(p string) {
+	for _, k := range s.keys {
+		k.path = p + k.path
+		if k.kind == kindMapping {
+			k.section.prefix(p)
+		}
+	}
+}
+
+// lookup returns the section's key called name, or nil.
+func (s *section) lookup(name string) *key {
+	if i, ok := s.index[name]; ok {
+		return s.keys[i]
+	}
+	return nil
+}
+
 // has reports whether the section defines the key name.
-func (s *section) has(name string) bool { _, ok := s.index[name]; return ok }
+func (s *section) has(name string) bool { return s.lookup(name) != nil }
 
 // names returns the section's key names in definition order.
 func (s *section) names() []string {
@@ -103,202 +148,247 @@ func (s *section) names() []string {
 // bound returns a pointer to n, for key.min and key.max.
 func bound(n int64) *int64 { return &n }
 
-// The sections of sds.yaml. They are read-only: nothing changes them
-// after package initialisation.
+// The keys of sds.yaml by section, each section after the keys it lists.
+// They are read-only: nothing changes them after package initialisation.
+// A variable is named after the key, following the name of its section
+// for keys below the top level and a point: keyWindow, keyFallbackStatus.
+
+// The keys at the top level.
 var (
-	topSection = newSection("", "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (README, Configuration).",
-		key{name: "listen", kind: kindString, def: DefaultListen,
-			doc: "The proxy port's address, host:port. Changing it needs a restart."},
-		key{name: "h2c", kind: kindBool, def: false,
-			doc: "Also accept cleartext HTTP/2 on the proxy port (gRPC inside a pod). Changing it needs a restart."},
-		key{name: "upstream", kind: kindString,
-			doc: "The service's base URL: http://, https://, or h2c:// for cleartext HTTP/2, with a host and no path. Required here or as -upstream."},
-		key{name: "admin", kind: kindString, def: DefaultAdmin,
-			doc: "The admin port's address, host:port: /healthz, /readyz, /metrics, /status and the dashboard. Changing it needs a restart."},
-		key{name: "forwardedHeaders", kind: kindBool, def: true,
-			doc: "Set X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host for the upstream."},
-		key{name: "window", kind: kindDuration, def: DefaultWindow.String(), min: bound(1),
-			doc: "The length of every point's sliding window; it splits evenly into buckets of at least 1ms."},
-		key{name: "buckets", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
-			doc: "How many buckets split the window."},
-		key{name: "pressureTestHeader", kind: kindString, minLength: 1, pattern: tokenPattern,
-			doc: "The request header that marks pressure-test traffic when its value is 1 or true. Absent: no request is pressure-test traffic."},
-		key{name: "accessLog", kind: kindBool, def: false,
-			doc: "Log one line per request: point, status, strategy, upstream latency."},
-		key{name: "drainTimeout", kind: kindDuration, def: DefaultDrainTimeout.String(), min: bound(0),
-			doc: "How long SIGTERM waits for requests in flight before exiting; 0 exits without waiting."},
-		key{name: "maxConnections", kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
-			doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."},
-		key{name: "adminTokenFile", kind: kindString, minLength: 1,
-			doc: "A file holding the bearer token (at least 16 visible ASCII characters; surrounding white space ignored) that turns on the admin port's runtime switches, POST and DELETE /points/NAME/force. Absent: the switches do not exist. Read again on every reload; a relative path is resolved against the config file's directory."},
-		key{name: "tls", kind: kindMapping, section: tlsSection,
-			doc: "Inbound TLS: certFile and keyFile, or acme. Changing it needs a restart."},
-		key{name: "cluster", kind: kindMapping, section: clusterSection,
-			doc: "The Redis that the points' clusterTokenBucket live in, shared by every proxy that names it. Requests never wait on it: tokens are leased in the background. Changing it needs a restart."},
-		key{name: "routes", kind: kindList, section: routeSection, maxItems: maxRoutes,
-			doc: "Map requests to points; the first match wins. A request that matches no route is proxied unprotected."},
-		key{name: "points", kind: kindNamed, section: pointSection, maxItems: maxPoints, pattern: pointNamePattern,
-			doc: "The protected points by name (letters, digits, '.', '_', '-'): thresholds, delay, mode and fallback. Every point is named by a route."},
-	)
-
-	tlsSection = newSection("tls", "Inbound TLS: a certificate pair, or certificates from an ACME CA.",
-		key{name: "certFile", kind: kindString, minLength: 1,
-			doc: "The PEM certificate (chain); with keyFile. Reloaded when it changes. A relative path is resolved against the config file's directory."},
-		key{name: "keyFile", kind: kindString, minLength: 1,
-			doc: "The PEM private key of certFile. A relative path is resolved against the config file's directory."},
-		key{name: "acme", kind: kindMapping, section: acmeSection,
-			doc: "Obtain certificates from an ACME CA (instead of certFile and keyFile)."},
-	)
-
-	acmeSection = newSection("acme", "Certificates from an ACME CA, such as Let's Encrypt.",
-		key{name: "domains", kind: kindStrings,
-			doc: "The host names to obtain certificates for; at least one, no wildcards."},
-		key{name: "email", kind: kindString,
-			doc: "The ACME account's contact address."},
-		key{name: "ca", kind: kindString,
-			doc: "The ACME directory URL. Absent: Let's Encrypt production."},
-		key{name: "caRoot", kind: kindString, minLength: 1,
-			doc: "A PEM file of the root certificate(s) to trust when talking to ca, for a private ACME server. Absent: the system's roots."},
-		key{name: "storage", kind: kindString, minLength: 1,
-			doc: "The directory holding the ACME account, keys and certificates. Absent: certmagic's default ($XDG_DATA_HOME/certmagic)."},
-		key{name: "httpListen", kind: kindString, minLength: 1,
-			doc: "A cleartext host:port that answers HTTP-01 challenges. Absent: only TLS-ALPN-01, on the proxy port."},
-	)
-
-	routeSection = newSection("route", "A route: the requests it matches go to its point.",
-		key{name: "point", kind: kindString, minLength: 1,
-			doc: "The point the matched requests go to; defined under points."},
-		key{name: "match", kind: kindMapping, section: matchSection,
-			doc: "What the request must match; every condition given must hold. {} matches every request."},
-		key{name: "priority", kind: kindString, def: "default", enum: []string{"critical", "default", "sheddable"},
-			doc: "The priority of the matched requests. sheddable ones may use only the point's sheddableShare of each count threshold (visit, token bucket, concurrency, the adaptive limit), so they are degraded first; critical ones are admitted first during a recovery ramp and are never among the tripped requests a downgradeRate below 100 degrades."},
-	)
-
-	matchSection = newSection("match", "The conditions of a route; every one given must hold.",
-		key{name: "methods", kind: kindStrings, maxItems: maxMethods, pattern: methodPattern,
-			doc: "The request's method is one of these (upper case, such as [GET, HEAD]). Absent: any method."},
-		key{name: "path", kind: kindString, pattern: "^/",
-			doc: "The exact path, starting with /. Normalised as requests are."},
-		key{name: "pathPrefix", kind: kindString, pattern: "^/",
-			doc: "A path prefix, starting with /. Normalised as requests are."},
-		key{name: "host", kind: kindString, minLength: 1,
-			doc: "The request's host, with or without a port. Absent: any host."},
-	)
-
-	pointSection = newSection("point", "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
-		key{name: "timeoutThreshold", kind: kindDuration, def: int64(-1),
-			doc: "An upstream call running longer than this counts as a timeout, once, when it passes it. -1: off. Needs timeoutCountThreshold."},
-		key{name: "timeoutCountThreshold", kind: kindThreshold, def: int64(-1), unit: "timeouts per window",
-			doc: "Degrade when this many timeouts are in the window (5 trips on the 5th). Needs timeoutThreshold."},
-		key{name: "visitThreshold", kind: kindThreshold, def: int64(-1), unit: "requests per window",
-			doc: "Degrade when the window holds more than this many requests not degraded. 0 degrades every request (an off switch for the point)."},
-		key{name: "concurrentThreshold", kind: kindThreshold, def: int64(-1), unit: "calls in flight",
-			doc: "Degrade when more than this many upstream calls would be in flight."},
-		key{name: "exceptionThreshold", kind: kindThreshold, def: int64(-1), unit: "exceptions per window",
-			doc: "Degrade when this many exceptions (transport errors, upstreamTimeout, 5xx) are in the window."},
-		key{name: "exceptionRateThreshold", kind: kindThreshold, def: int64(-1), max: bound(100), unit: "percent",
-			doc: "Degrade when exceptions are at least this percent of the window's requests not degraded."},
-		key{name: "exceptionRateStart", kind: kindInt, def: int64(0), unit: "requests per window",
-			doc: "The exception rate is not judged until the window holds more requests than this. Needs exceptionRateThreshold."},
-		key{name: "tokenBucketGeneratedTokensInSecond", kind: kindThreshold, def: int64(-1), max: bound(limiter.MaxTokensPerSecond), unit: "tokens per second",
-			doc: "A token bucket filled at this rate, full at start; a forwarded request takes a token, and none left degrades."},
-		key{name: "tokenBucketSize", kind: kindThreshold, def: int64(-1), unit: "tokens",
-			doc: "The token bucket's capacity: max(tokenBucketSize, tokenBucketGeneratedTokensInSecond). Needs tokenBucketGeneratedTokensInSecond."},
-		key{name: "downgradeRate", kind: kindInt, def: int64(100), min: bound(0), max: bound(100), unit: "percent",
-			doc: "The percent of tripped requests actually degraded; 0 degrades none (strategies are still judged and reported)."},
-		key{name: "delayTime", kind: kindDuration, def: int64(0), min: bound(-1),
-			doc: "After a trip, keep degrading this long without judging the strategies. 0 or -1: no delay."},
-		key{name: "retryInterval", kind: kindDuration, def: int64(0), min: bound(-1),
-			doc: "During the delay, let one probe through this often; a good probe ends the delay. Shorter than delayTime. 0 or -1: no probes."},
-		key{name: "pressureTestDowngrade", kind: kindBool, def: false,
-			doc: "Degrade pressure-test traffic (see pressureTestHeader) on this point at once."},
-		key{name: "mode", kind: kindString, def: "enforce", enum: []string{"enforce", "shadow"},
-			doc: "enforce degrades; shadow never degrades but counts, logs and reports what it would degrade (header Sds-Shadow-Degraded)."},
-		key{name: "upstreamTimeout", kind: kindDuration, def: int64(-1), min: bound(-1),
-			doc: "A hard deadline for the upstream call, counted as an exception when passed. -1: none."},
-		key{name: "fallbackOnError", kind: kindBool, def: false,
-			doc: "Answer the fallback instead of 502 or 504 when the upstream call fails (transport error or upstreamTimeout)."},
-		key{name: "fallback", kind: kindMapping, section: fallbackSection,
-			doc: "The answer of a degraded request. Absent: 429 with Retry-After for visit and token_bucket, 503 otherwise."},
-		key{name: "recoveryTime", kind: kindDuration, def: int64(0), min: bound(-1),
-			doc: "A recovery ramp after each delay: the share of requests admitted rises linearly from recoveryStart percent to all of them over this time; the others are degraded as recovery, and a call that fails during the ramp trips the point again. Needs delayTime. 0 or -1: no ramp."},
-		key{name: "recoveryStart", kind: kindInt, def: int64(limiter.DefaultRecoveryStart), min: bound(0), max: bound(100), unit: "percent",
-			doc: "The percent of requests the recovery ramp admits when it starts. Needs recoveryTime."},
-		key{name: "sheddableShare", kind: kindInt, def: int64(limiter.DefaultSheddableShare), min: bound(0), max: bound(100), unit: "percent",
-			doc: "The percent of each count threshold (visitThreshold, the token bucket, concurrentThreshold, the adaptive limit) that requests of priority sheddable may use; past it they are degraded (Sds-Degraded gains ; priority=sheddable) while other requests use the rest. Such a degradation is no trip. Needs a route of priority sheddable and a count threshold."},
-		key{name: "adaptiveConcurrency", kind: kindMapping, section: adaptiveSection,
-			doc: "A limit on the upstream calls in flight that follows the upstream's latency against its minimum (Envoy's gradient controller); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."},
-		key{name: "clusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
-			doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."},
-	)
-
-	adaptiveSection = newSection("adaptiveConcurrency", "An adaptive concurrency limit: every interval the limit moves half-way to limit * gradient + sqrt(limit * gradient), where gradient = minimum latency * (100 + tolerance) / 100 / mean latency, held between 0.5 and 2.",
-		key{name: "minLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMinLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
-			doc: "The lowest limit, and the limit while the minimum latency is measured."},
-		key{name: "maxLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMaxLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
-			doc: "The highest limit; at least minLimit."},
-		key{name: "interval", kind: kindDuration, def: limiter.DefaultAdaptiveInterval.String(), min: bound(1),
-			doc: "How often the limit is worked out again from the mean upstream time of the calls that ended well in it; at least 1ms."},
-		key{name: "tolerance", kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), min: bound(0), max: bound(1000), unit: "percent",
-			doc: "How far above its minimum the latency may rise before the limit shrinks."},
-		key{name: "minLatencyInterval", kind: kindDuration, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
-			doc: "How often the minimum latency is measured again (the limit is held at minLimit until 25 calls have ended); at least interval."},
-	)
-
-	clusterSection = newSection("cluster", "The Redis of the shared token buckets: one server, a Redis Cluster (several addresses) or Sentinel (masterName).",
-		key{name: "addresses", kind: kindStrings, maxItems: maxClusterAddresses,
-			doc: "Redis host:port addresses: one server, several nodes of a Redis Cluster, or the sentinels with masterName. At least one."},
-		key{name: "username", kind: kindString,
-			doc: "The ACL user. Absent: the default user."},
-		key{name: "passwordFile", kind: kindString, minLength: 1,
-			doc: "A file holding the Redis servers' password (a Kubernetes Secret mounted as a file; sentinels are asked without one), read for every new connection so that a rotated password applies without a restart. A relative path is resolved against the config file's directory."},
-		key{name: "tls", kind: kindMapping, section: clusterTLSSection,
-			doc: "Speak TLS to Redis. {} trusts the system's roots."},
-		key{name: "db", kind: kindInt, def: int64(0), min: bound(0), unit: "database number",
-			doc: "The database number; a Redis Cluster has only 0."},
-		key{name: "masterName", kind: kindString, minLength: 1,
-			doc: "The Sentinel master set's name; addresses are then the sentinels'. The proxies follow a failover."},
-		key{name: "keyPrefix", kind: kindString, def: DefaultClusterKeyPrefix,
-			doc: "Starts every key the proxies write; a bucket's key is keyPrefix + \"bucket:\" + the point's name."},
-		key{name: "timeout", kind: kindDuration, def: DefaultClusterTimeout.String(), min: bound(1), max: bound(maxClusterTimeout.Milliseconds()),
-			doc: "Bounds every background call to Redis (dial, write, read); past it Redis counts as failed and each point falls back to its share."},
-		key{name: "replicas", kind: kindInt, def: int64(1), min: bound(1), max: bound(maxReplicas), unit: "proxies",
-			doc: "How many proxies share the buckets (the Deployment's replicas): while Redis fails, each counts on tokensPerSecond / replicas."},
-	)
-
-	clusterTLSSection = newSection("clusterTLS", "TLS to Redis.",
-		key{name: "caFile", kind: kindString, minLength: 1,
-			doc: "A PEM file of the roots to trust. Absent: the system's roots."},
-		key{name: "certFile", kind: kindString, minLength: 1,
-			doc: "A PEM client certificate; with keyFile."},
-		key{name: "keyFile", kind: kindString, minLength: 1,
-			doc: "The PEM private key of certFile."},
-		key{name: "serverName", kind: kindString, minLength: 1,
-			doc: "The name to verify the server's certificate against. Absent: the address's host."},
-	)
-
-	clusterBucketSection = newSection("clusterTokenBucket", "A token bucket shared through cluster:'s Redis by every proxy with this point.",
-		key{name: "tokensPerSecond", kind: kindInt, min: bound(1), max: bound(maxClusterTokensPerSec), unit: "tokens per second",
-			doc: "The shared bucket fills at this rate, whatever the number of proxies. Required."},
-		key{name: "size", kind: kindInt, min: bound(1), max: bound(maxClusterBucketSize), unit: "tokens",
-			doc: "The most tokens the shared bucket holds (the burst across all proxies); it starts full. Absent: tokensPerSecond."},
-	)
-
-	fallbackSection = newSection("fallback", "The answer of a degraded request; it carries Sds-Degraded: STRATEGY; point=NAME.",
-		key{name: "status", kind: kindInt, min: bound(200), max: bound(599), unit: "HTTP status",
-			doc: "The status. Absent: 429 for visit and token_bucket trips, 503 otherwise."},
-		key{name: "headers", kind: kindHeaders,
-			doc: "Response headers: a name and a value, or a list of values."},
-		key{name: "body", kind: kindString,
-			doc: "The response body (or bodyFile, not both)."},
-		key{name: "bodyFile", kind: kindString,
-			doc: "A file holding the response body, read when the config loads; relative to the config file's directory."},
-		key{name: "grpcStatus", kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
-			doc: "The grpc-status gRPC calls get instead of the HTTP answer (14 UNAVAILABLE, 8 RESOURCE_EXHAUSTED ...)."},
-		key{name: "grpcMessage", kind: kindString, minLength: 1, maxLength: maxGRPCMessage,
-			doc: "The grpc-message gRPC calls get. Absent: a message naming the point and the strategy."},
-	)
+	keyListen = &key{name: "listen", kind: kindString, def: DefaultListen,
+		doc: "The proxy port's address, host:port. Changing it needs a restart."}
+	keyH2C = &key{name: "h2c", kind: kindBool, def: false,
+		doc: "Also accept cleartext HTTP/2 on the proxy port (gRPC inside a pod). Changing it needs a restart."}
+	keyUpstream = &key{name: "upstream", kind: kindString,
+		doc: "The service's base URL: http://, https://, or h2c:// for cleartext HTTP/2, with a host and no path. Required here or as -upstream."}
+	keyAdmin = &key{name: "admin", kind: kindString, def: DefaultAdmin,
+		doc: "The admin port's address, host:port: /healthz, /readyz, /metrics, /status and the dashboard. Changing it needs a restart."}
+	keyForwardedHeaders = &key{name: "forwardedHeaders", kind: kindBool, def: true,
+		doc: "Set X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host for the upstream."}
+	keyWindow = &key{name: "window", kind: kindDuration, def: DefaultWindow.String(), min: bound(1),
+		doc: "The length of every point's sliding window; it splits evenly into buckets of at least 1ms."}
+	keyBuckets = &key{name: "buckets", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
+		doc: "How many buckets split the window."}
+	keyPressureTestHeader = &key{name: "pressureTestHeader", kind: kindString, minLength: 1, pattern: tokenPattern,
+		doc: "The request header that marks pressure-test traffic when its value is 1 or true. Absent: no request is pressure-test traffic."}
+	keyAccessLog = &key{name: "accessLog", kind: kindBool, def: false,
+		doc: "Log one line per request: point, status, strategy, upstream latency."}
+	keyDrainTimeout = &key{name: "drainTimeout", kind: kindDuration, def: DefaultDrainTimeout.String(), min: bound(0),
+		doc: "How long SIGTERM waits for requests in flight before exiting; 0 exits without waiting."}
+	keyMaxConnections = &key{name: "maxConnections", kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
+		doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."}
+	keyAdminTokenFile = &key{name: "adminTokenFile", kind: kindString, minLength: 1,
+		doc: "A file holding the bearer token (at least 16 visible ASCII characters; surrounding white space ignored) that turns on the admin port's runtime switches, POST and DELETE /points/NAME/force. Absent: the switches do not exist. Read again on every reload; a relative path is resolved against the config file's directory."}
+	keyTLS = &key{name: "tls", kind: kindMapping, section: tlsSection,
+		doc: "Inbound TLS: certFile and keyFile, or acme. Changing it needs a restart."}
+	keyCluster = &key{name: "cluster", kind: kindMapping, section: clusterSection,
+		doc: "The Redis that the points' clusterTokenBucket live in, shared by every proxy that names it. Requests never wait on it: tokens are leased in the background. Changing it needs a restart."}
+	keyRoutes = &key{name: "routes", kind: kindList, section: routeSection, maxItems: maxRoutes,
+		doc: "Map requests to points; the first match wins. A request that matches no route is proxied unprotected."}
+	keyPoints = &key{name: "points", kind: kindNamed, section: pointSection, maxItems: maxPoints, pattern: pointNamePattern,
+		doc: "The protected points by name (letters, digits, '.', '_', '-'): thresholds, delay, mode and fallback. Every point is named by a route."}
 )
+
+var topSection = newSection("", "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (README, Configuration).",
+	keyListen, keyH2C, keyUpstream, keyAdmin, keyForwardedHeaders, keyWindow, keyBuckets, keyPressureTestHeader, keyAccessLog, keyDrainTimeout, keyMaxConnections, keyAdminTokenFile, keyTLS, keyCluster, keyRoutes, keyPoints)
+
+// The keys under tls (keyTLS).
+var (
+	keyTLSCertFile = &key{name: "certFile", kind: kindString, minLength: 1,
+		doc: "The PEM certificate (chain); with keyFile. Reloaded when it changes. A relative path is resolved against the config file's directory."}
+	keyTLSKeyFile = &key{name: "keyFile", kind: kindString, minLength: 1,
+		doc: "The PEM private key of certFile. A relative path is resolved against the config file's directory."}
+	keyTLSACME = &key{name: "acme", kind: kindMapping, section: acmeSection,
+		doc: "Obtain certificates from an ACME CA (instead of certFile and keyFile)."}
+)
+
+var tlsSection = newSection("", "Inbound TLS: a certificate pair, or certificates from an ACME CA.",
+	keyTLSCertFile, keyTLSKeyFile, keyTLSACME)
+
+// The keys under tls.acme (keyTLSACME).
+var (
+	keyACMEDomains = &key{name: "domains", kind: kindStrings,
+		doc: "The host names to obtain certificates for; at least one, no wildcards."}
+	keyACMEEmail = &key{name: "email", kind: kindString,
+		doc: "The ACME account's contact address."}
+	keyACMECA = &key{name: "ca", kind: kindString,
+		doc: "The ACME directory URL. Absent: Let's Encrypt production."}
+	keyACMECARoot = &key{name: "caRoot", kind: kindString, minLength: 1,
+		doc: "A PEM file of the root certificate(s) to trust when talking to ca, for a private ACME server. Absent: the system's roots."}
+	keyACMEStorage = &key{name: "storage", kind: kindString, minLength: 1,
+		doc: "The directory holding the ACME account, keys and certificates. Absent: certmagic's default ($XDG_DATA_HOME/certmagic)."}
+	keyACMEHTTPListen = &key{name: "httpListen", kind: kindString, minLength: 1,
+		doc: "A cleartext host:port that answers HTTP-01 challenges. Absent: only TLS-ALPN-01, on the proxy port."}
+)
+
+var acmeSection = newSection("", "Certificates from an ACME CA, such as Let's Encrypt.",
+	keyACMEDomains, keyACMEEmail, keyACMECA, keyACMECARoot, keyACMEStorage, keyACMEHTTPListen)
+
+// The keys of a route, an item of routes (keyRoutes).
+var (
+	keyRoutePoint = &key{name: "point", kind: kindString, minLength: 1,
+		doc: "The point the matched requests go to; defined under points."}
+	keyRouteMatch = &key{name: "match", kind: kindMapping, section: matchSection,
+		doc: "What the request must match; every condition given must hold. {} matches every request."}
+	keyRoutePriority = &key{name: "priority", kind: kindString, def: "default", enum: []string{"critical", "default", "sheddable"},
+		doc: "The priority of the matched requests. sheddable ones may use only the point's sheddableShare of each count threshold (visit, token bucket, concurrency, the adaptive limit), so they are degraded first; critical ones are admitted first during a recovery ramp and are never among the tripped requests a downgradeRate below 100 degrades."}
+)
+
+var routeSection = newSection("route", "A route: the requests it matches go to its point.",
+	keyRoutePoint, keyRouteMatch, keyRoutePriority)
+
+// The keys under a route's match (keyRouteMatch).
+var (
+	keyMatchMethods = &key{name: "methods", kind: kindStrings, maxItems: maxMethods, pattern: methodPattern,
+		doc: "The request's method is one of these (upper case, such as [GET, HEAD]). Absent: any method."}
+	keyMatchPath = &key{name: "path", kind: kindString, pattern: "^/",
+		doc: "The exact path, starting with /. Normalised as requests are."}
+	keyMatchPathPrefix = &key{name: "pathPrefix", kind: kindString, pattern: "^/",
+		doc: "A path prefix, starting with /. Normalised as requests are."}
+	keyMatchHost = &key{name: "host", kind: kindString, minLength: 1,
+		doc: "The request's host, with or without a port. Absent: any host."}
+)
+
+var matchSection = newSection("", "The conditions of a route; every one given must hold.",
+	keyMatchMethods, keyMatchPath, keyMatchPathPrefix, keyMatchHost)
+
+// The keys of a point, an entry of points (keyPoints).
+var (
+	keyTimeoutThreshold = &key{name: "timeoutThreshold", kind: kindDuration, def: int64(-1),
+		doc: "An upstream call running longer than this counts as a timeout, once, when it passes it. -1: off. Needs timeoutCountThreshold."}
+	keyTimeoutCountThreshold = &key{name: "timeoutCountThreshold", kind: kindThreshold, def: int64(-1), unit: "timeouts per window",
+		doc: "Degrade when this many timeouts are in the window (5 trips on the 5th). Needs timeoutThreshold."}
+	keyVisitThreshold = &key{name: "visitThreshold", kind: kindThreshold, def: int64(-1), unit: "requests per window",
+		doc: "Degrade when the window holds more than this many requests not degraded. 0 degrades every request (an off switch for the point)."}
+	keyConcurrentThreshold = &key{name: "concurrentThreshold", kind: kindThreshold, def: int64(-1), unit: "calls in flight",
+		doc: "Degrade when more than this many upstream calls would be in flight."}
+	keyExceptionThreshold = &key{name: "exceptionThreshold", kind: kindThreshold, def: int64(-1), unit: "exceptions per window",
+		doc: "Degrade when this many exceptions (transport errors, upstreamTimeout, 5xx) are in the window."}
+	keyExceptionRateThreshold = &key{name: "exceptionRateThreshold", kind: kindThreshold, def: int64(-1), max: bound(100), unit: "percent",
+		doc: "Degrade when exceptions are at least this percent of the window's requests not degraded."}
+	keyExceptionRateStart = &key{name: "exceptionRateStart", kind: kindInt, def: int64(0), unit: "requests per window",
+		doc: "The exception rate is not judged until the window holds more requests than this. Needs exceptionRateThreshold."}
+	keyTokenBucketGeneratedTokensInSecond = &key{name: "tokenBucketGeneratedTokensInSecond", kind: kindThreshold, def: int64(-1), max: bound(limiter.MaxTokensPerSecond), unit: "tokens per second",
+		doc: "A token bucket filled at this rate, full at start; a forwarded request takes a token, and none left degrades."}
+	keyTokenBucketSize = &key{name: "tokenBucketSize", kind: kindThreshold, def: int64(-1), unit: "tokens",
+		doc: "The token bucket's capacity: max(tokenBucketSize, tokenBucketGeneratedTokensInSecond). Needs tokenBucketGeneratedTokensInSecond."}
+	keyDowngradeRate = &key{name: "downgradeRate", kind: kindInt, def: int64(100), min: bound(0), max: bound(100), unit: "percent",
+		doc: "The percent of tripped requests actually degraded; 0 degrades none (strategies are still judged and reported)."}
+	keyDelayTime = &key{name: "delayTime", kind: kindDuration, def: int64(0), min: bound(-1),
+		doc: "After a trip, keep degrading this long without judging the strategies. 0 or -1: no delay."}
+	keyRetryInterval = &key{name: "retryInterval", kind: kindDuration, def: int64(0), min: bound(-1),
+		doc: "During the delay, let one probe through this often; a good probe ends the delay. Shorter than delayTime. 0 or -1: no probes."}
+	keyPressureTestDowngrade = &key{name: "pressureTestDowngrade", kind: kindBool, def: false,
+		doc: "Degrade pressure-test traffic (see pressureTestHeader) on this point at once."}
+	keyMode = &key{name: "mode", kind: kindString, def: "enforce", enum: []string{"enforce", "shadow"},
+		doc: "enforce degrades; shadow never degrades but counts, logs and reports what it would degrade (header Sds-Shadow-Degraded)."}
+	keyUpstreamTimeout = &key{name: "upstreamTimeout", kind: kindDuration, def: int64(-1), min: bound(-1),
+		doc: "A hard deadline for the upstream call, counted as an exception when passed. -1: none."}
+	keyFallbackOnError = &key{name: "fallbackOnError", kind: kindBool, def: false,
+		doc: "Answer the fallback instead of 502 or 504 when the upstream call fails (transport error or upstreamTimeout)."}
+	keyFallback = &key{name: "fallback", kind: kindMapping, section: fallbackSection,
+		doc: "The answer of a degraded request. Absent: 429 with Retry-After for visit and token_bucket, 503 otherwise."}
+	keyRecoveryTime = &key{name: "recoveryTime", kind: kindDuration, def: int64(0), min: bound(-1),
+		doc: "A recovery ramp after each delay: the share of requests admitted rises linearly from recoveryStart percent to all of them over this time; the others are degraded as recovery, and a call that fails during the ramp trips the point again. Needs delayTime. 0 or -1: no ramp."}
+	keyRecoveryStart = &key{name: "recoveryStart", kind: kindInt, def: int64(limiter.DefaultRecoveryStart), min: bound(0), max: bound(100), unit: "percent",
+		doc: "The percent of requests the recovery ramp admits when it starts. Needs recoveryTime."}
+	keySheddableShare = &key{name: "sheddableShare", kind: kindInt, def: int64(limiter.DefaultSheddableShare), min: bound(0), max: bound(100), unit: "percent",
+		doc: "The percent of each count threshold (visitThreshold, the token bucket, concurrentThreshold, the adaptive limit) that requests of priority sheddable may use; past it they are degraded (Sds-Degraded gains ; priority=sheddable) while other requests use the rest. Such a degradation is no trip. Needs a route of priority sheddable and a count threshold."}
+	keyAdaptiveConcurrency = &key{name: "adaptiveConcurrency", kind: kindMapping, section: adaptiveSection,
+		doc: "A limit on the upstream calls in flight that follows the upstream's latency against its minimum (Envoy's gradient controller); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
+	keyClusterTokenBucket = &key{name: "clusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
+		doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."}
+)
+
+var pointSection = newSection("point", "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
+	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency, keyClusterTokenBucket)
+
+// The keys under a point's adaptiveConcurrency (keyAdaptiveConcurrency).
+var (
+	keyAdaptiveMinLimit = &key{name: "minLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMinLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
+		doc: "The lowest limit, and the limit while the minimum latency is measured."}
+	keyAdaptiveMaxLimit = &key{name: "maxLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMaxLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
+		doc: "The highest limit; at least minLimit."}
+	keyAdaptiveInterval = &key{name: "interval", kind: kindDuration, def: limiter.DefaultAdaptiveInterval.String(), min: bound(1),
+		doc: "How often the limit is worked out again from the mean upstream time of the calls that ended well in it; at least 1ms."}
+	keyAdaptiveTolerance = &key{name: "tolerance", kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), min: bound(0), max: bound(1000), unit: "percent",
+		doc: "How far above its minimum the latency may rise before the limit shrinks."}
+	keyAdaptiveMinLatencyInterval = &key{name: "minLatencyInterval", kind: kindDuration, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
+		doc: "How often the minimum latency is measured again (the limit is held at minLimit until 25 calls have ended); at least interval."}
+)
+
+var adaptiveSection = newSection("", "An adaptive concurrency limit: every interval the limit moves half-way to limit * gradient + sqrt(limit * gradient), where gradient = minimum latency * (100 + tolerance) / 100 / mean latency, held between 0.5 and 2.",
+	keyAdaptiveMinLimit, keyAdaptiveMaxLimit, keyAdaptiveInterval, keyAdaptiveTolerance, keyAdaptiveMinLatencyInterval)
+
+// The keys under cluster (keyCluster).
+var (
+	keyClusterAddresses = &key{name: "addresses", kind: kindStrings, maxItems: maxClusterAddresses,
+		doc: "Redis host:port addresses: one server, several nodes of a Redis Cluster, or the sentinels with masterName. At least one."}
+	keyClusterUsername = &key{name: "username", kind: kindString,
+		doc: "The ACL user. Absent: the default user."}
+	keyClusterPasswordFile = &key{name: "passwordFile", kind: kindString, minLength: 1,
+		doc: "A file holding the Redis servers' password (a Kubernetes Secret mounted as a file; sentinels are asked without one), read for every new connection so that a rotated password applies without a restart. A relative path is resolved against the config file's directory."}
+	keyClusterTLS = &key{name: "tls", kind: kindMapping, section: clusterTLSSection,
+		doc: "Speak TLS to Redis. {} trusts the system's roots."}
+	keyClusterDB = &key{name: "db", kind: kindInt, def: int64(0), min: bound(0), unit: "database number",
+		doc: "The database number; a Redis Cluster has only 0."}
+	keyClusterMasterName = &key{name: "masterName", kind: kindString, minLength: 1,
+		doc: "The Sentinel master set's name; addresses are then the sentinels'. The proxies follow a failover."}
+	keyClusterKeyPrefix = &key{name: "keyPrefix", kind: kindString, def: DefaultClusterKeyPrefix,
+		doc: "Starts every key the proxies write; a bucket's key is keyPrefix + \"bucket:\" + the point's name."}
+	keyClusterTimeout = &key{name: "timeout", kind: kindDuration, def: DefaultClusterTimeout.String(), min: bound(1), max: bound(maxClusterTimeout.Milliseconds()),
+		doc: "Bounds every background call to Redis (dial, write, read); past it Redis counts as failed and each point falls back to its share."}
+	keyClusterReplicas = &key{name: "replicas", kind: kindInt, def: int64(1), min: bound(1), max: bound(maxReplicas), unit: "proxies",
+		doc: "How many proxies share the buckets (the Deployment's replicas): while Redis fails, each counts on tokensPerSecond / replicas."}
+)
+
+var clusterSection = newSection("", "The Redis of the shared token buckets: one server, a Redis Cluster (several addresses) or Sentinel (masterName).",
+	keyClusterAddresses, keyClusterUsername, keyClusterPasswordFile, keyClusterTLS, keyClusterDB, keyClusterMasterName, keyClusterKeyPrefix, keyClusterTimeout, keyClusterReplicas)
+
+// The keys under cluster.tls (keyClusterTLS).
+var (
+	keyClusterTLSCAFile = &key{name: "caFile", kind: kindString, minLength: 1,
+		doc: "A PEM file of the roots to trust. Absent: the system's roots."}
+	keyClusterTLSCertFile = &key{name: "certFile", kind: kindString, minLength: 1,
+		doc: "A PEM client certificate; with keyFile."}
+	keyClusterTLSKeyFile = &key{name: "keyFile", kind: kindString, minLength: 1,
+		doc: "The PEM private key of certFile."}
+	keyClusterTLSServerName = &key{name: "serverName", kind: kindString, minLength: 1,
+		doc: "The name to verify the server's certificate against. Absent: the address's host."}
+)
+
+var clusterTLSSection = newSection("clusterTLS", "TLS to Redis.",
+	keyClusterTLSCAFile, keyClusterTLSCertFile, keyClusterTLSKeyFile, keyClusterTLSServerName)
+
+// The keys under a point's clusterTokenBucket (keyClusterTokenBucket).
+var (
+	keyClusterBucketTokensPerSecond = &key{name: "tokensPerSecond", kind: kindInt, min: bound(1), max: bound(maxClusterTokensPerSec), unit: "tokens per second",
+		doc: "The shared bucket fills at this rate, whatever the number of proxies. Required."}
+	keyClusterBucketSize = &key{name: "size", kind: kindInt, min: bound(1), max: bound(maxClusterBucketSize), unit: "tokens",
+		doc: "The most tokens the shared bucket holds (the burst across all proxies); it starts full. Absent: tokensPerSecond."}
+)
+
+var clusterBucketSection = newSection("", "A token bucket shared through cluster:'s Redis by every proxy with this point.",
+	keyClusterBucketTokensPerSecond, keyClusterBucketSize)
+
+// The keys under a point's fallback (keyFallback).
+var (
+	keyFallbackStatus = &key{name: "status", kind: kindInt, min: bound(200), max: bound(599), unit: "HTTP status",
+		doc: "The status. Absent: 429 for visit and token_bucket trips, 503 otherwise."}
+	keyFallbackHeaders = &key{name: "headers", kind: kindHeaders,
+		doc: "Response headers: a name and a value, or a list of values."}
+	keyFallbackBody = &key{name: "body", kind: kindString,
+		doc: "The response body (or bodyFile, not both)."}
+	keyFallbackBodyFile = &key{name: "bodyFile", kind: kindString,
+		doc: "A file holding the response body, read when the config loads; relative to the config file's directory."}
+	keyFallbackGRPCStatus = &key{name: "grpcStatus", kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
+		doc: "The grpc-status gRPC calls get instead of the HTTP answer (14 UNAVAILABLE, 8 RESOURCE_EXHAUSTED ...)."}
+	keyFallbackGRPCMessage = &key{name: "grpcMessage", kind: kindString, minLength: 1, maxLength: maxGRPCMessage,
+		doc: "The grpc-message gRPC calls get. Absent: a message naming the point and the strategy."}
+)
+
+var fallbackSection = newSection("", "The answer of a degraded request; it carries Sds-Degraded: STRATEGY; point=NAME.",
+	keyFallbackStatus, keyFallbackHeaders, keyFallbackBody, keyFallbackBodyFile, keyFallbackGRPCStatus, keyFallbackGRPCMessage)
 
 // Patterns of the schema, the same rules validation applies.
 const (

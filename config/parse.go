@@ -101,7 +101,8 @@ func checkBodyFiles(d *decoded, p *problems) {
 		}
 		pt.Fallback.BodyFile = name
 		if name == "" {
-			p.add(d.at[loc{point: pt.Name, field: "fallback.bodyFile"}].val, "fallback.bodyFile is empty; give the path of the body's file, or use body:")
+			l := pl(pt, keyFallbackBodyFile)
+			p.add(d.at[l].val, "%s is empty; give the path of the body's file, or use %s:", l.field, keyFallbackBody.name)
 		}
 	}
 }
@@ -118,28 +119,28 @@ func readFiles(d *decoded, dir string, p *problems) {
 		if !ok || name == "" {
 			continue
 		}
-		at := d.at[loc{point: pt.Name, field: "fallback.bodyFile"}].val
+		l := pl(pt, keyFallbackBodyFile)
 		body, err := readFile(inDir(dir, name), maxBodyFile)
 		if err != nil {
-			p.add(at, "fallback.bodyFile: %s", fileProblem(inDir(dir, name), err))
+			p.add(d.at[l].val, "%s: %s", l.field, fileProblem(inDir(dir, name), err))
 			continue
 		}
-		if !d.has(loc{point: pt.Name, field: "fallback.body"}) {
+		if !d.has(pl(pt, keyFallbackBody)) {
 			pt.Fallback.Body = body
 		}
 	}
 	t := &d.f.TLS
 	for _, f := range []struct {
-		field string
-		path  *string
-	}{{"tls.certFile", &t.CertFile}, {"tls.keyFile", &t.KeyFile}} {
+		key  *key
+		path *string
+	}{{keyTLSCertFile, &t.CertFile}, {keyTLSKeyFile, &t.KeyFile}} {
 		if *f.path == "" {
 			continue
 		}
 		name := inDir(dir, *f.path)
 		*f.path = resolve(dir, *f.path)
 		if _, err := os.Stat(name); err != nil {
-			p.add(d.at[loc{field: f.field}].val, "%s: %s", f.field, fileProblem(name, err))
+			p.add(d.at[top(f.key)].val, "%s: %s", f.key.path, fileProblem(name, err))
 		}
 	}
 	if a := t.ACME; a != nil {
@@ -147,14 +148,15 @@ func readFiles(d *decoded, dir string, p *problems) {
 			name := inDir(dir, a.CARoot)
 			a.CARoot = resolve(dir, a.CARoot)
 			if err := checkCARoot(name); err != nil {
-				p.add(d.at[loc{field: "tls.acme.caRoot"}].val, "tls.acme.caRoot: %s", fileProblem(name, err))
+				p.add(d.at[top(keyACMECARoot)].val, "%s: %s", keyACMECARoot.path, fileProblem(name, err))
 			}
 		}
 		if a.Storage != "" {
 			name := inDir(dir, a.Storage)
 			a.Storage = resolve(dir, a.Storage)
 			if info, err := os.Stat(name); err == nil && !info.IsDir() {
-				p.add(d.at[loc{field: "tls.acme.storage"}].val, "tls.acme.storage: %s is not a directory; give the directory for the ACME account and certificates (created if missing)", name)
+				p.add(d.at[top(keyACMEStorage)].val, "%s: %s is not a directory; give the directory for the ACME account and certificates (created if missing)", keyACMEStorage.path, name)
+
 			}
 		}
 	}

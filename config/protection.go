@@ -21,7 +21,7 @@ func (d *decoder) priority(dst *limiter.Priority) setter {
 		}
 		pr, ok := limiter.ParsePriority(s.Value)
 		if !ok {
-			d.p.add(pos{v.Line, v.Column}, "priority: want critical, default or sheddable, got %q", s.Value)
+			d.p.add(pos{v.Line, v.Column}, "%s: want critical, default or sheddable, got %q", key, s.Value)
 			return
 		}
 		*dst = pr
@@ -32,13 +32,15 @@ func (d *decoder) priority(dst *limiter.Priority) setter {
 // on; absent fields keep their defaults (limiter.AdaptiveConcurrency).
 func (d *decoder) adaptive(n *yaml.Node, point string, a *limiter.AdaptiveConcurrency) {
 	a.On = true
-	d.fields(n, fmt.Sprintf("in the adaptiveConcurrency of point %q", point), loc{point: point, field: "adaptiveConcurrency."}, adaptiveSection, map[string]setter{
-		"minLimit":           integer(d, &a.MinLimit),
-		"maxLimit":           integer(d, &a.MaxLimit),
-		"interval":           d.duration(&a.Interval),
-		"tolerance":          d.percent(&a.Tolerance),
-		"minLatencyInterval": d.duration(&a.MinLatencyInterval),
+	scope, base := inPoint(keyAdaptiveConcurrency, point)
+	d.fields(n, scope, base, adaptiveSection, map[*key]setter{
+		keyAdaptiveMinLimit:           integer(d, &a.MinLimit),
+		keyAdaptiveMaxLimit:           integer(d, &a.MaxLimit),
+		keyAdaptiveInterval:           d.duration(&a.Interval),
+		keyAdaptiveTolerance:          d.percent(&a.Tolerance),
+		keyAdaptiveMinLatencyInterval: d.duration(&a.MinLatencyInterval),
 	})
+
 }
 
 // protection checks a point's recovery ramp, adaptive limit and sheddable
@@ -46,41 +48,47 @@ func (d *decoder) adaptive(n *yaml.Node, point string, a *limiter.AdaptiveConcur
 // would do nothing. sheddable reports whether a route of priority
 // sheddable names the point (false when a route could not be read).
 func (c *checker) protection(p *Point, sheddable, routesKnown bool) {
-	on := func(field string, positive bool) bool { return c.d.ok(pl(p, field)) && positive }
-	if on("recoveryTime", p.RecoveryTime > 0) && c.d.good(pl(p, "delayTime")) && p.DelayTime <= 0 {
-		c.p.add(c.key(pl(p, "recoveryTime")), "recoveryTime is set but delayTime is not: the ramp starts when a delay ends, so it never starts; add delayTime: 30s or remove recoveryTime")
+	on := func(k *key, positive bool) bool { return c.d.ok(pl(p, k)) && positive }
+	if on(keyRecoveryTime, p.RecoveryTime > 0) && c.d.good(pl(p, keyDelayTime)) && p.DelayTime <= 0 {
+		c.needs(p, keyRecoveryTime, keyDelayTime, "the ramp starts when a delay ends, so it never starts", "30s")
 	}
-	if c.d.ok(pl(p, "recoveryStart")) && c.d.good(pl(p, "recoveryTime")) && p.RecoveryTime <= 0 {
-		c.p.add(c.key(pl(p, "recoveryStart")), "recoveryStart is set but recoveryTime is not: there is no ramp to start; add recoveryTime: 10s or remove recoveryStart")
+	if c.d.ok(pl(p, keyRecoveryStart)) && c.d.good(pl(p, keyRecoveryTime)) && p.RecoveryTime <= 0 {
+		c.needs(p, keyRecoveryStart, keyRecoveryTime, "there is no ramp to start", "10s")
 	}
 	a := p.AdaptiveConcurrency
 	for _, f := range []struct {
-		field string
-		bad   bool
-		want  string
+		key  *key
+		bad  bool
+		want string
 	}{
-		{"minLimit", a.MinLimit < 1, "a limit of at least 1, such as 3"},
-		{"maxLimit", a.MaxLimit < 1, "a limit of at least minLimit, such as 1000"},
-		{"interval", a.Interval <= 0, "a duration of at least 1ms, such as 100ms"},
-		{"minLatencyInterval", a.MinLatencyInterval <= 0, "a duration such as 1m"},
+		{keyAdaptiveMinLimit, a.MinLimit < 1, "a limit of at least 1, such as 3"},
+		{keyAdaptiveMaxLimit, a.MaxLimit < 1, "a limit of at least " + keyAdaptiveMinLimit.name + ", such as 1000"},
+		{keyAdaptiveInterval, a.Interval <= 0, "a duration of at least 1ms, such as 100ms"},
+		{keyAdaptiveMinLatencyInterval, a.MinLatencyInterval <= 0, "a duration such as 1m"},
 	} {
-		if l := pl(p, "adaptiveConcurrency."+f.field); c.d.ok(l) && f.bad {
-			c.p.add(c.val(l), "adaptiveConcurrency.%s: write %s (absent: the default)", f.field, f.want)
+		if l := pl(p, f.key); c.d.ok(l) && f.bad {
+			c.wrong(l, "write %s (absent: the default)", f.want)
 		}
 	}
 	counts := p.VisitThreshold != limiter.Threshold{} || p.TokensPerSecond != limiter.Threshold{} ||
 		p.ConcurrentThreshold != limiter.Threshold{} || a.On
-	countsKnown := c.d.good(pl(p, "visitThreshold"), pl(p, "tokenBucketGeneratedTokensInSecond"), pl(p, "concurrentThreshold"))
-	if !c.d.ok(pl(p, "sheddableShare")) {
+	countsKnown := c.d.good(pl(p, keyVisitThreshold), pl(p, keyTokenBucketGeneratedTokensInSecond), pl(p, keyConcurrentThreshold))
+	share := pl(p, keySheddableShare)
+	if !c.d.ok(share) {
 		if sheddable && !counts && countsKnown {
-			c.p.warn(c.key(loc{point: p.Name}), "point %q: routes of priority sheddable name it, but it has no count threshold (visitThreshold, tokenBucketGeneratedTokensInSecond, concurrentThreshold, adaptiveConcurrency) for them to use a share of, so they are judged as default requests", p.Name)
+			c.p.warn(c.key(loc{point: p.Name}), "point %q: routes of %s sheddable name it, but it has no count threshold (%s) for them to use a share of, so they are judged as default requests", p.Name, keyRoutePriority.name, countKeys())
 		}
 		return
 	}
 	if routesKnown && !sheddable {
-		c.p.add(c.key(pl(p, "sheddableShare")), "sheddableShare is set but no route of priority sheddable names point %q, so no request uses it; add priority: sheddable to a route of the point or remove sheddableShare", p.Name)
+		c.p.add(c.key(share), "%[1]s is set but no route of %[2]s sheddable names point %[3]q, so no request uses it; add %[2]s: sheddable to a route of the point or remove %[1]s", share.field, keyRoutePriority.name, p.Name)
 	}
 	if !counts && countsKnown {
-		c.p.add(c.key(pl(p, "sheddableShare")), "sheddableShare is set but point %q has no count threshold to share (visitThreshold, tokenBucketGeneratedTokensInSecond, concurrentThreshold, adaptiveConcurrency); add one or remove sheddableShare", p.Name)
+		c.p.add(c.key(share), "%[1]s is set but point %[2]q has no count threshold to share (%[3]s); add one or remove %[1]s", share.field, p.Name, countKeys())
 	}
+}
+
+// countKeys names the count thresholds that a sheddable share divides.
+func countKeys() string {
+	return fmt.Sprintf("%s, %s, %s, %s", keyVisitThreshold.path, keyTokenBucketGeneratedTokensInSecond.path, keyConcurrentThreshold.path, keyAdaptiveConcurrency.path)
 }

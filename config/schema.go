@@ -76,7 +76,7 @@ func ref(sec *section) map[string]any {
 }
 
 // keySchema returns the schema of k's value.
-func keySchema(k key) map[string]any {
+func keySchema(k *key) map[string]any {
 	s := map[string]any{"description": describeKey(k)}
 	if k.def != nil {
 		s["default"] = k.def
@@ -138,7 +138,7 @@ func keySchema(k key) map[string]any {
 }
 
 // stringLimits adds k's length bounds and pattern to s.
-func stringLimits(s map[string]any, k key) {
+func stringLimits(s map[string]any, k *key) {
 	if k.minLength > 0 {
 		s["minLength"] = k.minLength
 	}
@@ -151,7 +151,7 @@ func stringLimits(s map[string]any, k key) {
 }
 
 // numberLimits adds k's bounds to s.
-func numberLimits(s map[string]any, k key) {
+func numberLimits(s map[string]any, k *key) {
 	if k.min != nil {
 		s["minimum"] = *k.min
 	}
@@ -162,7 +162,7 @@ func numberLimits(s map[string]any, k key) {
 
 // describeKey returns k's doc with its unit, for a duration how to write
 // one, and for a threshold how to turn it off.
-func describeKey(k key) string {
+func describeKey(k *key) string {
 	d := k.doc
 	switch {
 	case k.kind == kindDuration:

@@ -68,45 +68,59 @@ func (c *checker) val(l loc) pos {
 	return c.key(l)
 }
 
-// top is the location of a top-level key.
-func top(field string) loc { return loc{field: field} }
+// top is the location of the key k of the top level or of a mapping
+// under it.
+func top(k *key) loc { return loc{field: k.path} }
 
-// setting reports a problem with a top-level setting that a flag may have
-// given: against the flag when it did, else at the value in the file.
-func (c *checker) setting(name, flagValue, format string, args ...any) {
+// item is the location of item i of the list at l, from 0.
+func (l loc) item(i int) loc {
+	l.field = fmt.Sprintf("%s[%d]", l.field, i)
+	return l
+}
+
+// wrong reports a problem with the value of the key at l (not an item of
+// a list), the message starting with the key's path.
+func (c *checker) wrong(l loc, format string, args ...any) {
+	c.p.add(c.val(l), l.field+": "+format, args...)
+}
+
+// setting reports a problem with a top-level setting that a flag of the
+// key's name may have given: against the flag when it did, else at the
+// value in the file.
+func (c *checker) setting(k *key, flagValue, format string, args ...any) {
 	if flagValue != "" {
-		c.p.flag(name, format, args...)
+		c.p.flag(k.name, format, args...)
 		return
 	}
-	c.p.add(c.val(top(name)), name+": "+format, args...)
+	c.wrong(top(k), format, args...)
 }
 
 // addresses checks listen and admin, and that they do not share a port.
 func (c *checker) addresses() {
 	f := c.d.f
-	listenOK := c.address("listen", f.Listen, c.opts.Listen, DefaultListen)
-	adminOK := c.address("admin", f.Admin, c.opts.Admin, DefaultAdmin)
+	listenOK := c.address(keyListen, f.Listen, c.opts.Listen, DefaultListen)
+	adminOK := c.address(keyAdmin, f.Admin, c.opts.Admin, DefaultAdmin)
 	if listenOK && adminOK && sameAddress(f.Listen, f.Admin) {
-		c.setting("admin", c.opts.Admin, "%s is the same port as listen %s; give the admin port its own, such as admin: %s", f.Admin, f.Listen, DefaultAdmin)
+		c.setting(keyAdmin, c.opts.Admin, "%s is the same port as %s %s; give the admin port its own, such as %s: %s", f.Admin, keyListen.name, f.Listen, keyAdmin.name, DefaultAdmin)
 	}
 }
 
-// address checks a host:port to listen on.
-func (c *checker) address(name, value, flagValue, example string) bool {
-	if !c.d.good(top(name)) {
+// address checks the host:port to listen on that k gives.
+func (c *checker) address(k *key, value, flagValue, example string) bool {
+	if !c.d.good(top(k)) {
 		return false
 	}
 	host, port, err := net.SplitHostPort(value)
 	if err != nil {
-		c.setting(name, flagValue, "%q is not a host:port address; write it as %s", value, example)
+		c.setting(k, flagValue, "%q is not a host:port address; write it as %s", value, example)
 		return false
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		c.setting(name, flagValue, "port %q is not a number from 0 to 65535", port)
+		c.setting(k, flagValue, "port %q is not a number from 0 to 65535", port)
 		return false
 	}
 	if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
-		c.setting(name, flagValue, "host %q is neither an IP address nor a host name; write it as %s", host, example)
+		c.setting(k, flagValue, "host %q is neither an IP address nor a host name; write it as %s", host, example)
 		return false
 	}
 	return true
@@ -126,14 +140,14 @@ func sameAddress(a, b string) bool {
 // upstream checks the upstream URL: http, https or h2c, a host, no path.
 func (c *checker) upstream() {
 	f := c.d.f
-	if !c.d.good(top("upstream")) {
+	if !c.d.good(top(keyUpstream)) {
 		return
 	}
 	if f.Upstream == "" {
-		c.p.add(c.val(top("upstream")), "upstream is required: add upstream: http://127.0.0.1:9000 (the service's address) or pass -upstream")
+		c.p.add(c.val(top(keyUpstream)), "%[1]s is required: add %[1]s: http://127.0.0.1:9000 (the service's address) or pass -%[1]s", keyUpstream.name)
 		return
 	}
-	report := func(format string, args ...any) { c.setting("upstream", c.opts.Upstream, format, args...) }
+	report := func(format string, args ...any) { c.setting(keyUpstream, c.opts.Upstream, format, args...) }
 	if !strings.Contains(f.Upstream, "://") {
 		host, _, _ := strings.Cut(f.Upstream, "/")
 		report("%q has no scheme; write http://%s (or https://, or h2c:// for cleartext HTTP/2)", f.Upstream, host)
@@ -174,108 +188,116 @@ func unwrapURLError(err error) error {
 // minBucketWidth.
 func (c *checker) window() {
 	f := c.d.f
-	windowOK, bucketsOK := c.d.good(top("window")), c.d.good(top("buckets"))
+	windowOK, bucketsOK := c.d.good(top(keyWindow)), c.d.good(top(keyBuckets))
 	if windowOK && f.Window <= 0 {
-		c.p.add(c.val(top("window")), "window: %v is not a positive duration; write window: 10s", f.Window)
+		c.wrong(top(keyWindow), "%v is not a positive duration; write %s: 10s", f.Window, keyWindow.name)
 		windowOK = false
 	}
 	if bucketsOK && (f.Buckets < 1 || f.Buckets > maxBuckets) {
-		c.p.add(c.val(top("buckets")), "buckets: %d is not a count from 1 to %d; write buckets: 10", f.Buckets, maxBuckets)
+		c.wrong(top(keyBuckets), "%d is not a count from 1 to %d; write %s: 10", f.Buckets, maxBuckets, keyBuckets.name)
 		bucketsOK = false
 	}
 	if !windowOK || !bucketsOK {
 		return
 	}
-	at := c.val(top("buckets"))
-	if !c.d.has(top("buckets")) {
-		at = c.val(top("window"))
+	at := c.val(top(keyBuckets))
+	if !c.d.has(top(keyBuckets)) {
+		at = c.val(top(keyWindow))
 	}
 	if f.Window%time.Duration(f.Buckets) != 0 {
-		c.p.add(at, "window %v does not split evenly into %d buckets; choose buckets that divide it (such as 10 for 10s) or a window that is a multiple of %d", f.Window, f.Buckets, f.Buckets)
+		c.p.add(at, "%s %v does not split evenly into %d buckets; choose %s that divide it (such as 10 for 10s) or a window that is a multiple of %d", keyWindow.path, f.Window, f.Buckets, keyBuckets.name, f.Buckets)
 		return
 	}
 	if w := f.Window / time.Duration(f.Buckets); w < minBucketWidth {
-		c.p.add(at, "window %v split into %d buckets gives buckets of %v; a bucket is at least %v: use a longer window or fewer buckets", f.Window, f.Buckets, w, minBucketWidth)
+		c.p.add(at, "%s %v split into %d buckets gives buckets of %v; a bucket is at least %v: use a longer window or fewer buckets", keyWindow.path, f.Window, f.Buckets, w, minBucketWidth)
 	}
 }
 
 // settings checks the other top-level settings.
 func (c *checker) settings() {
 	f := c.d.f
-	if c.d.ok(top("drainTimeout")) && f.DrainTimeout < 0 {
-		c.p.add(c.val(top("drainTimeout")), "drainTimeout: %v is negative; write a grace period such as 25s, or 0 to exit without waiting", f.DrainTimeout)
+	if c.d.ok(top(keyDrainTimeout)) && f.DrainTimeout < 0 {
+		c.wrong(top(keyDrainTimeout), "%v is negative; write a grace period such as 25s, or 0 to exit without waiting", f.DrainTimeout)
 	}
-	if c.d.ok(top("maxConnections")) && (f.MaxConnections < 1 || f.MaxConnections > maxConnectionsLimit) {
-		c.p.add(c.val(top("maxConnections")), "maxConnections: %d is not a count from 1 to %d; size it to the memory limit (README, Connection limits), such as maxConnections: %d", f.MaxConnections, maxConnectionsLimit, DefaultMaxConnections)
+	if c.d.ok(top(keyMaxConnections)) && (f.MaxConnections < 1 || f.MaxConnections > maxConnectionsLimit) {
+		c.wrong(top(keyMaxConnections), "%d is not a count from 1 to %d; size it to the memory limit (README, Connection limits), such as %s: %d", f.MaxConnections, maxConnectionsLimit, keyMaxConnections.name, DefaultMaxConnections)
 	}
-	if c.d.ok(top("pressureTestHeader")) && f.PressureTestHeader != "" && !isToken(f.PressureTestHeader) {
-		c.p.add(c.val(top("pressureTestHeader")), "pressureTestHeader: %q is not a header name; write one such as X-Pressure-Test", f.PressureTestHeader)
+	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader != "" && !isToken(f.PressureTestHeader) {
+		c.wrong(l, "%q is not a header name; write one such as X-Pressure-Test", f.PressureTestHeader)
 	}
-	if c.d.ok(top("pressureTestHeader")) && f.PressureTestHeader == "" {
-		c.p.add(c.val(top("pressureTestHeader")), "pressureTestHeader is empty; remove it to turn pressure tests off, or name a header such as X-Pressure-Test")
+	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader == "" {
+		c.p.add(c.val(l), "%s is empty; remove it to turn pressure tests off, or name a header such as X-Pressure-Test", l.field)
 	}
-	if f.H2C && f.TLS.Enabled() && c.d.ok(top("h2c")) {
-		c.p.add(c.val(top("h2c")), "h2c: true has no effect with tls, which offers HTTP/2 itself; remove h2c")
+	if f.H2C && f.TLS.Enabled() && c.d.ok(top(keyH2C)) {
+		c.wrong(top(keyH2C), "true has no effect with %s, which offers HTTP/2 itself; remove %s", keyTLS.name, keyH2C.name)
 	}
 }
 
 // tls checks the inbound TLS setting: a certificate pair or ACME.
 func (c *checker) tls() {
 	t := c.d.f.TLS
-	if !c.d.has(top("tls")) {
+	if !c.d.has(top(keyTLS)) {
 		return
 	}
-	certOK, keyOK := c.d.ok(top("tls.certFile")), c.d.ok(top("tls.keyFile"))
+	cert, priv := top(keyTLSCertFile), top(keyTLSKeyFile)
+	certOK, keyOK := c.d.ok(cert), c.d.ok(priv)
 	switch {
 	case certOK && t.CertFile == "":
-		c.p.add(c.val(top("tls.certFile")), "tls.certFile is empty; give the PEM certificate's path or remove it")
+		c.p.add(c.val(cert), "%s is empty; give the PEM certificate's path or remove it", cert.field)
 	case keyOK && t.KeyFile == "":
-		c.p.add(c.val(top("tls.keyFile")), "tls.keyFile is empty; give the PEM private key's path or remove it")
-	case certOK && !c.d.has(top("tls.keyFile")):
-		c.p.add(c.key(top("tls.certFile")), "tls.certFile is set but tls.keyFile is not; add keyFile: with the private key's path")
-	case keyOK && !c.d.has(top("tls.certFile")):
-		c.p.add(c.key(top("tls.keyFile")), "tls.keyFile is set but tls.certFile is not; add certFile: with the certificate's path")
+		c.p.add(c.val(priv), "%s is empty; give the PEM private key's path or remove it", priv.field)
+	case certOK && !c.d.has(priv):
+		c.p.add(c.key(cert), "%s is set but %s is not; add %s: with the private key's path", cert.field, priv.field, keyTLSKeyFile.name)
+	case keyOK && !c.d.has(cert):
+		c.p.add(c.key(priv), "%s is set but %s is not; add %s: with the certificate's path", priv.field, cert.field, keyTLSCertFile.name)
 	}
-	if t.ACME == nil || !c.d.good(top("tls.acme")) {
+	acme := top(keyTLSACME)
+	if t.ACME == nil || !c.d.good(acme) {
 		return
 	}
-	if c.d.has(top("tls.certFile")) || c.d.has(top("tls.keyFile")) {
-		c.p.add(c.key(top("tls.acme")), "tls: give either certFile and keyFile or acme, not both")
+	if c.d.has(cert) || c.d.has(priv) {
+		c.p.add(c.key(acme), "%s: give either %s and %s or %s, not both", keyTLS.path, keyTLSCertFile.name, keyTLSKeyFile.name, keyTLSACME.name)
 	}
 	if len(t.ACME.Domains) == 0 {
-		c.p.add(c.key(top("tls.acme")), "tls.acme has no domains; list the names to obtain certificates for, such as domains: [shop.example]")
+		c.p.add(c.key(acme), "%s has no %s; list the names to obtain certificates for, such as %[2]s: [shop.example]", acme.field, keyACMEDomains.name)
 	}
 	for i, name := range t.ACME.Domains {
-		at := c.val(top(fmt.Sprintf("tls.acme.domains[%d]", i)))
+		at := c.val(top(keyACMEDomains).item(i))
 		switch {
 		case strings.HasPrefix(name, "*."):
-			c.p.add(at, "tls.acme.domains: %q is a wildcard, which needs the DNS challenge that sds-proxy does not set up; list each name", name)
+			c.p.add(at, "%s: %q is a wildcard, which needs the DNS challenge that sds-proxy does not set up; list each name", keyACMEDomains.path, name)
 		case net.ParseIP(name) == nil && !validHostname(name):
-			c.p.add(at, "tls.acme.domains: %q is not a host name such as shop.example", name)
+			c.p.add(at, "%s: %q is not a host name such as shop.example", keyACMEDomains.path, name)
 		}
 	}
 	if a := t.ACME; a.Email != "" && !strings.Contains(a.Email, "@") {
-		c.p.add(c.val(top("tls.acme.email")), "tls.acme.email: %q is not an email address", a.Email)
+		c.wrong(top(keyACMEEmail), "%q is not an email address", a.Email)
 	}
 	if a := t.ACME; a.CA != "" {
 		if u, err := url.Parse(a.CA); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			c.p.add(c.val(top("tls.acme.ca")), "tls.acme.ca: %q is not the URL of an ACME directory, such as https://acme-staging-v02.api.letsencrypt.org/directory", a.CA)
+			c.wrong(top(keyACMECA), "%q is not the URL of an ACME directory, such as https://acme-staging-v02.api.letsencrypt.org/directory", a.CA)
 		}
 	}
-	for _, e := range []struct{ field, value, what string }{
-		{"caRoot", t.ACME.CARoot, "give the PEM file of the ACME server's root certificate"},
-		{"storage", t.ACME.Storage, "give a writable directory such as /var/lib/sds/acme"},
-		{"httpListen", t.ACME.HTTPListen, "give a cleartext address for HTTP-01 challenges such as 0.0.0.0:8081"},
+	for _, e := range []struct {
+		key         *key
+		value, what string
+	}{
+		{keyACMECARoot, t.ACME.CARoot, "give the PEM file of the ACME server's root certificate"},
+		{keyACMEStorage, t.ACME.Storage, "give a writable directory such as /var/lib/sds/acme"},
+		{keyACMEHTTPListen, t.ACME.HTTPListen, "give a cleartext address for HTTP-01 challenges such as 0.0.0.0:8081"},
 	} {
-		if l := top("tls.acme." + e.field); c.d.ok(l) && e.value == "" {
-			c.p.add(c.val(l), "tls.acme.%s is empty; %s, or remove it", e.field, e.what)
+		if l := top(e.key); c.d.ok(l) && e.value == "" {
+			c.p.add(c.val(l), "%s is empty; %s, or remove it", l.field, e.what)
 		}
 	}
 	f := c.d.f
-	if a := t.ACME; a.HTTPListen != "" && c.address("tls.acme.httpListen", a.HTTPListen, "", "0.0.0.0:8081") {
-		for _, other := range []struct{ name, addr string }{{"listen", f.Listen}, {"admin", f.Admin}} {
+	if a := t.ACME; a.HTTPListen != "" && c.address(keyACMEHTTPListen, a.HTTPListen, "", "0.0.0.0:8081") {
+		for _, other := range []struct {
+			key  *key
+			addr string
+		}{{keyListen, f.Listen}, {keyAdmin, f.Admin}} {
 			if sameAddress(a.HTTPListen, other.addr) {
-				c.p.add(c.val(top("tls.acme.httpListen")), "tls.acme.httpListen: %s is the same port as %s %s; give the challenge listener its own, such as 0.0.0.0:8081", a.HTTPListen, other.name, other.addr)
+				c.wrong(top(keyACMEHTTPListen), "%s is the same port as %s %s; give the challenge listener its own, such as 0.0.0.0:8081", a.HTTPListen, other.key.name, other.addr)
 			}
 		}
 	}

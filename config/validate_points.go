@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -16,9 +15,9 @@ func (c *checker) points() {
 	f := c.d.f
 	named := map[string]bool{}
 	sheddable := map[string]bool{} // named by a route of priority sheddable
-	allKnown := !c.d.bad[top("routes")] || len(f.Routes) > 0
+	allKnown := !c.d.bad[top(keyRoutes)] || len(f.Routes) > 0
 	for i, r := range f.Routes {
-		if c.d.bad[loc{route: i + 1}] || c.d.bad[loc{route: i + 1, field: "point"}] {
+		if c.d.bad[loc{route: i + 1}] || c.d.bad[rl(i+1, keyRoutePoint)] {
 			allKnown = false
 			continue
 		}
@@ -36,7 +35,7 @@ func (c *checker) points() {
 			c.p.add(c.key(loc{point: p.Name}), "point name %q: use up to %d letters, digits, '.', '_' and '-' (the name appears in metric labels and the Sds-Degraded header)", p.Name, maxNameLen)
 		}
 		if allKnown && !named[p.Name] {
-			c.p.add(c.key(loc{point: p.Name}), "point %q is not named by any route, so it never sees a request; add a route with point: %s, or remove the point", p.Name, p.Name)
+			c.p.add(c.key(loc{point: p.Name}), "point %q is not named by any route, so it never sees a request; add a route with %s: %s, or remove the point", p.Name, keyRoutePoint.name, p.Name)
 		}
 		if c.d.bad[loc{point: p.Name}] {
 			continue
@@ -48,30 +47,27 @@ func (c *checker) points() {
 	}
 }
 
-// pl is the location of a point's key.
-func pl(p *Point, field string) loc { return loc{point: p.Name, field: field} }
+// pl is the location of the key k of a point, or of a mapping under it.
+func pl(p *Point, k *key) loc { return loc{point: p.Name, field: k.path} }
 
 // thresholds checks each setting of a point on its own: the limits of
 // limiter.Policy.Check, and the values the limiter runs but that would
 // degrade every request, which the file can only mean by mistake.
 func (c *checker) thresholds(p *Point) {
-	degradeAll := func(field string) {
-		c.p.add(c.val(pl(p, field)), "%s: 0 would degrade every request; write a count such as 5, or -1 to turn it off (visitThreshold: 0 is the switch that degrades everything)", field)
-	}
-	if c.d.ok(pl(p, "timeoutThreshold")) && p.TimeoutThreshold == 0 {
-		c.p.add(c.val(pl(p, "timeoutThreshold")), "timeoutThreshold: 0 counts every call as a timeout; write a duration such as 250ms, or -1 to turn it off")
+	if l := pl(p, keyTimeoutThreshold); c.d.ok(l) && p.TimeoutThreshold == 0 {
+		c.wrong(l, "0 counts every call as a timeout; write a duration such as 250ms, or -1 to turn it off")
 	}
 	for _, t := range []struct {
-		field string
-		v     limiter.Threshold
+		key *key
+		v   limiter.Threshold
 	}{
-		{"timeoutCountThreshold", p.TimeoutCountThreshold},
-		{"concurrentThreshold", p.ConcurrentThreshold},
-		{"exceptionThreshold", p.ExceptionThreshold},
-		{"exceptionRateThreshold", p.ExceptionRateThreshold},
+		{keyTimeoutCountThreshold, p.TimeoutCountThreshold},
+		{keyConcurrentThreshold, p.ConcurrentThreshold},
+		{keyExceptionThreshold, p.ExceptionThreshold},
+		{keyExceptionRateThreshold, p.ExceptionRateThreshold},
 	} {
-		if c.d.ok(pl(p, t.field)) && t.v == limiter.At(0) {
-			degradeAll(t.field)
+		if l := pl(p, t.key); c.d.ok(l) && t.v == limiter.At(0) {
+			c.wrong(l, "0 would degrade every request; write a count such as 5, or -1 to turn it off (%s: 0 is the switch that degrades everything)", keyVisitThreshold.name)
 		}
 	}
 	if err := p.Policy.Check(); err != nil {
@@ -85,24 +81,23 @@ func (c *checker) thresholds(p *Point) {
 				c.p.add(c.key(loc{point: p.Name}), "%v", e)
 				continue
 			}
-			key := policyKey(fe.Field)
-			c.p.add(c.val(pl(p, key)), "%s: %s", key, fe.Problem)
+			c.wrong(loc{point: p.Name, field: policyKey(fe.Field)}, "%s", fe.Problem)
 		}
 	}
-	if l := pl(p, "upstreamTimeout"); c.d.ok(l) && p.UpstreamTimeout < 0 && p.UpstreamTimeout != -time.Millisecond {
-		c.p.add(c.val(l), "upstreamTimeout: %v is negative; write a duration such as 2s, or -1 (or remove it) to turn it off", p.UpstreamTimeout)
+	if l := pl(p, keyUpstreamTimeout); c.d.ok(l) && p.UpstreamTimeout < 0 && p.UpstreamTimeout != -time.Millisecond {
+		c.wrong(l, "%v is negative; write a duration such as 2s, or -1 (or remove it) to turn it off", p.UpstreamTimeout)
 	}
 }
 
-// policyKey returns the file's key of a limiter.Policy field: the field's
-// name with a lower-case initial, but for the two the file names after
-// SDS.
+// policyKey returns the path of the file's key of a limiter.Policy field:
+// the field's name with a lower-case initial, but for the two the file
+// names after SDS.
 func policyKey(field string) string {
 	switch field {
 	case "TokensPerSecond":
-		return "tokenBucketGeneratedTokensInSecond"
+		return keyTokenBucketGeneratedTokensInSecond.path
 	case "Shadow":
-		return "mode"
+		return keyMode.path
 	}
 	parts := strings.Split(field, ".") // AdaptiveConcurrency.MinLimit
 	for i, part := range parts {
@@ -119,56 +114,62 @@ func sdsValue(t limiter.Threshold) int64 {
 	return -1
 }
 
+// needs reports, at the key k of point p, that k is set without the key
+// other it works with: why it then does nothing, and an example of other.
+func (c *checker) needs(p *Point, k, other *key, why, example string) {
+	c.p.add(c.key(pl(p, k)), "%[1]s is set but %[2]s is not: %[3]s; add %[2]s: %[4]s or remove %[1]s", k.path, other.path, why, example)
+}
+
 // combinations checks the settings of a point that only work together
 // (README, Configuration: settings that would silently do nothing are errors).
 func (c *checker) combinations(p *Point) {
 	// on reports whether a setting is present, well typed and above floor.
 	// off reports whether it is absent, or well typed and at most floor.
-	on := func(field string, v, floor int64) bool { return c.d.ok(pl(p, field)) && v > floor }
-	off := func(field string, v, floor int64) bool {
-		return !c.d.has(pl(p, field)) || c.d.ok(pl(p, field)) && v <= floor
+	on := func(k *key, v, floor int64) bool { return c.d.ok(pl(p, k)) && v > floor }
+	off := func(k *key, v, floor int64) bool {
+		return !c.d.has(pl(p, k)) || c.d.ok(pl(p, k)) && v <= floor
 	}
 	timeout, count := int64(p.TimeoutThreshold), sdsValue(p.TimeoutCountThreshold)
 	delay, retry := int64(p.DelayTime), int64(p.RetryInterval)
 
-	if on("timeoutCountThreshold", count, 0) && off("timeoutThreshold", timeout, -1) {
-		c.p.add(c.key(pl(p, "timeoutCountThreshold")), "timeoutCountThreshold is set but timeoutThreshold is not: no call is ever counted as a timeout; add timeoutThreshold: 250ms or remove timeoutCountThreshold")
+	if on(keyTimeoutCountThreshold, count, 0) && off(keyTimeoutThreshold, timeout, -1) {
+		c.needs(p, keyTimeoutCountThreshold, keyTimeoutThreshold, "no call is ever counted as a timeout", "250ms")
 	}
-	if on("timeoutThreshold", timeout, 0) && off("timeoutCountThreshold", count, -1) {
-		c.p.add(c.key(pl(p, "timeoutThreshold")), "timeoutThreshold is set but timeoutCountThreshold is not: timeouts are counted but never degrade; add timeoutCountThreshold: 5 or remove timeoutThreshold")
+	if on(keyTimeoutThreshold, timeout, 0) && off(keyTimeoutCountThreshold, count, -1) {
+		c.needs(p, keyTimeoutThreshold, keyTimeoutCountThreshold, "timeouts are counted but never degrade", "5")
 	}
-	if on("retryInterval", retry, 0) && off("delayTime", delay, 0) {
-		c.p.add(c.key(pl(p, "retryInterval")), "retryInterval is set but delayTime is not: there is no delay to probe; add delayTime: 30s or remove retryInterval")
+	if on(keyRetryInterval, retry, 0) && off(keyDelayTime, delay, 0) {
+		c.needs(p, keyRetryInterval, keyDelayTime, "there is no delay to probe", "30s")
 	}
-	if on("retryInterval", retry, 0) && on("delayTime", delay, 0) && retry >= delay {
-		c.p.add(c.val(pl(p, "retryInterval")), "retryInterval %v is not shorter than delayTime %v: the delay ends before the first probe; make it shorter, such as 2s", p.RetryInterval, p.DelayTime)
+	if on(keyRetryInterval, retry, 0) && on(keyDelayTime, delay, 0) && retry >= delay {
+		c.p.add(c.val(pl(p, keyRetryInterval)), "%s %v is not shorter than %s %v: the delay ends before the first probe; make it shorter, such as 2s", keyRetryInterval.path, p.RetryInterval, keyDelayTime.path, p.DelayTime)
 	}
 	upstream := int64(p.UpstreamTimeout)
-	if on("upstreamTimeout", upstream, 0) && on("timeoutThreshold", timeout, 0) && upstream < timeout {
-		c.p.add(c.val(pl(p, "upstreamTimeout")), "upstreamTimeout %v is shorter than timeoutThreshold %v: every call is cut before it can count as a timeout, so the timeout strategy never trips; make upstreamTimeout at least %v", p.UpstreamTimeout, p.TimeoutThreshold, p.TimeoutThreshold)
+	if on(keyUpstreamTimeout, upstream, 0) && on(keyTimeoutThreshold, timeout, 0) && upstream < timeout {
+		c.p.add(c.val(pl(p, keyUpstreamTimeout)), "%[1]s %[2]v is shorter than %[3]s %[4]v: every call is cut before it can count as a timeout, so the timeout strategy never trips; make %[1]s at least %[4]v", keyUpstreamTimeout.path, p.UpstreamTimeout, keyTimeoutThreshold.path, p.TimeoutThreshold)
 	}
-	if on("exceptionRateStart", p.ExceptionRateStart, -1) && off("exceptionRateThreshold", sdsValue(p.ExceptionRateThreshold), -1) {
-		c.p.add(c.key(pl(p, "exceptionRateStart")), "exceptionRateStart is set but exceptionRateThreshold is not: the rate is never judged; add exceptionRateThreshold: 50 or remove exceptionRateStart")
+	if on(keyExceptionRateStart, p.ExceptionRateStart, -1) && off(keyExceptionRateThreshold, sdsValue(p.ExceptionRateThreshold), -1) {
+		c.needs(p, keyExceptionRateStart, keyExceptionRateThreshold, "the rate is never judged", "50")
 	}
 	size, rate := sdsValue(p.TokenBucketSize), sdsValue(p.TokensPerSecond)
-	if on("tokenBucketSize", size, 0) && off("tokenBucketGeneratedTokensInSecond", rate, -1) {
-		c.p.add(c.key(pl(p, "tokenBucketSize")), "tokenBucketSize is set but tokenBucketGeneratedTokensInSecond is not: there is no bucket; add tokenBucketGeneratedTokensInSecond: 100 or remove tokenBucketSize")
+	if on(keyTokenBucketSize, size, 0) && off(keyTokenBucketGeneratedTokensInSecond, rate, -1) {
+		c.needs(p, keyTokenBucketSize, keyTokenBucketGeneratedTokensInSecond, "there is no bucket", "100")
 	}
-	if on("tokenBucketSize", size, 0) && on("tokenBucketGeneratedTokensInSecond", rate, 0) && size < rate {
-		c.p.add(c.val(pl(p, "tokenBucketSize")), "tokenBucketSize %d is below tokenBucketGeneratedTokensInSecond %d: the bucket holds max(size, rate) = %d tokens, so the size has no effect; raise it to at least %d or remove it", size, rate, rate, rate)
+	if on(keyTokenBucketSize, size, 0) && on(keyTokenBucketGeneratedTokensInSecond, rate, 0) && size < rate {
+		c.p.add(c.val(pl(p, keyTokenBucketSize)), "%s %d is below %s %d: the bucket holds max(size, rate) = %d tokens, so the size has no effect; raise it to at least %d or remove it", keyTokenBucketSize.path, size, keyTokenBucketGeneratedTokensInSecond.path, rate, rate, rate)
 	}
-	if l := pl(p, "pressureTestDowngrade"); c.d.ok(l) && p.PressureTestDowngrade && c.d.f.PressureTestHeader == "" {
-		c.p.add(c.key(l), "pressureTestDowngrade is true but pressureTestHeader is not set at the top level, so no request is pressure-test traffic; add pressureTestHeader: X-Pressure-Test")
+	if l := pl(p, keyPressureTestDowngrade); c.d.ok(l) && p.PressureTestDowngrade && c.d.f.PressureTestHeader == "" {
+		c.p.add(c.key(l), "%[1]s is true but %[2]s is not set at the top level, so no request is pressure-test traffic; add %[2]s: X-Pressure-Test", l.field, keyPressureTestHeader.path)
 	}
 	strategy, known := c.strategy(p)
 	if !known {
 		return
 	}
-	if !strategy && on("delayTime", delay, 0) {
-		c.p.add(c.key(pl(p, "delayTime")), "delayTime is set but no strategy is: nothing trips, so the delay never starts; add a threshold or remove delayTime")
+	if !strategy && on(keyDelayTime, delay, 0) {
+		c.p.add(c.key(pl(p, keyDelayTime)), "%[1]s is set but no strategy is: nothing trips, so the delay never starts; add a threshold or remove %[1]s", keyDelayTime.path)
 	}
-	if l := pl(p, "fallback"); c.d.has(l) && !strategy && !p.PressureTestDowngrade && !p.FallbackOnError && c.d.good(pl(p, "pressureTestDowngrade"), pl(p, "fallbackOnError")) {
-		c.p.add(c.key(l), "the fallback is never served: point %q has no strategy, no pressureTestDowngrade and no fallbackOnError; add a threshold or remove fallback", p.Name)
+	if l := pl(p, keyFallback); c.d.has(l) && !strategy && !p.PressureTestDowngrade && !p.FallbackOnError && c.d.good(pl(p, keyPressureTestDowngrade), pl(p, keyFallbackOnError)) {
+		c.p.add(c.key(l), "the fallback is never served: point %q has no strategy, no %s and no %s; add a threshold or remove %s", p.Name, keyPressureTestDowngrade.path, keyFallbackOnError.path, l.field)
 	}
 }
 
@@ -177,60 +178,61 @@ func (c *checker) combinations(p *Point) {
 // that is wrong but not off (0 for a count) counts as on: it is reported
 // on its own.
 func (c *checker) strategy(p *Point) (on, known bool) {
-	fields := map[string]int64{
-		"visitThreshold":                     sdsValue(p.VisitThreshold),
-		"tokenBucketGeneratedTokensInSecond": sdsValue(p.TokensPerSecond),
-		"concurrentThreshold":                sdsValue(p.ConcurrentThreshold),
-		"exceptionThreshold":                 sdsValue(p.ExceptionThreshold),
-		"exceptionRateThreshold":             sdsValue(p.ExceptionRateThreshold),
-		"timeoutThreshold":                   int64(p.TimeoutThreshold),
-		"timeoutCountThreshold":              sdsValue(p.TimeoutCountThreshold),
+	fields := map[*key]int64{
+		keyVisitThreshold:                     sdsValue(p.VisitThreshold),
+		keyTokenBucketGeneratedTokensInSecond: sdsValue(p.TokensPerSecond),
+		keyConcurrentThreshold:                sdsValue(p.ConcurrentThreshold),
+		keyExceptionThreshold:                 sdsValue(p.ExceptionThreshold),
+		keyExceptionRateThreshold:             sdsValue(p.ExceptionRateThreshold),
+		keyTimeoutThreshold:                   int64(p.TimeoutThreshold),
+		keyTimeoutCountThreshold:              sdsValue(p.TimeoutCountThreshold),
 	}
-	set := map[string]bool{}
-	for field, v := range fields {
-		if c.d.bad[pl(p, field)] {
+	set := map[*key]bool{}
+	for k, v := range fields {
+		if c.d.bad[pl(p, k)] {
 			return false, false
 		}
-		set[field] = c.d.has(pl(p, field)) && v >= 0
+		set[k] = c.d.has(pl(p, k)) && v >= 0
 	}
-	on = set["visitThreshold"] || set["tokenBucketGeneratedTokensInSecond"] || set["concurrentThreshold"] ||
-		set["exceptionThreshold"] || set["exceptionRateThreshold"] || set["timeoutThreshold"] && set["timeoutCountThreshold"]
+	on = set[keyVisitThreshold] || set[keyTokenBucketGeneratedTokensInSecond] || set[keyConcurrentThreshold] ||
+		set[keyExceptionThreshold] || set[keyExceptionRateThreshold] || set[keyTimeoutThreshold] && set[keyTimeoutCountThreshold]
 	return on, true
 }
 
 // fallback checks a point's fallback response.
 func (c *checker) fallback(p *Point) {
 	fb := p.Fallback
-	if l := pl(p, "fallback.status"); c.d.ok(l) {
+	if l := pl(p, keyFallbackStatus); c.d.ok(l) {
 		switch {
 		case fb.Status < 200 || fb.Status > 599:
-			c.p.add(c.val(l), "fallback.status: %d is not a status a response can end with; write one from 200 to 599, such as 503 (1xx are informational)", fb.Status)
+			c.wrong(l, "%d is not a status a response can end with; write one from 200 to 599, such as 503 (1xx are informational)", fb.Status)
 		case (fb.Status == http.StatusNoContent || fb.Status == http.StatusNotModified) && len(fb.Body) > 0:
-			c.p.add(c.val(l), "fallback.status: a %d response has no body, so the body would be dropped; remove body or use another status", fb.Status)
+			c.wrong(l, "a %d response has no body, so the body would be dropped; remove %s or use another status", fb.Status, keyFallbackBody.name)
 		}
 	}
-	if c.d.has(pl(p, "fallback.body")) && c.d.has(pl(p, "fallback.bodyFile")) {
-		c.p.add(c.key(pl(p, "fallback.bodyFile")), "fallback: give body or bodyFile, not both")
+	if c.d.has(pl(p, keyFallbackBody)) && c.d.has(pl(p, keyFallbackBodyFile)) {
+		c.p.add(c.key(pl(p, keyFallbackBodyFile)), "%s: give %s or %s, not both", keyFallback.path, keyFallbackBody.name, keyFallbackBodyFile.name)
 	}
 	c.grpcFallback(p)
+	headers := pl(p, keyFallbackHeaders)
 	first := map[string]pos{}
 	for i, h := range fb.Headers {
-		l := pl(p, fmt.Sprintf("fallback.headers[%d]", i))
+		l := headers.item(i)
 		name, value := h[0], h[1]
 		canon := http.CanonicalHeaderKey(name)
 		switch {
 		case !isToken(name):
-			c.p.add(c.key(l), "fallback.headers: %q is not a header name; write one such as Content-Type", name)
+			c.p.add(c.key(l), "%s: %q is not a header name; write one such as Content-Type", headers.field, name)
 			continue
 		case canon == "Content-Length" || canon == "Transfer-Encoding":
-			c.p.add(c.key(l), "fallback.headers: %s is set by the proxy from the body; remove it", name)
+			c.p.add(c.key(l), "%s: %s is set by the proxy from the body; remove it", headers.field, name)
 			continue
 		case strings.ContainsFunc(value, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }):
-			c.p.add(c.val(l), "fallback.headers: the value of %s contains a control character (a line break?); write it on one line", name)
+			c.p.add(c.val(l), "%s: the value of %s contains a control character (a line break?); write it on one line", headers.field, name)
 		}
 		at := c.key(l)
 		if prev, ok := first[canon]; ok && prev != at {
-			c.p.add(at, "fallback.headers: %s is given twice (first at line %d), as header names ignore case; give one name a list of values", name, prev.line)
+			c.p.add(at, "%s: %s is given twice (first at line %d), as header names ignore case; give one name a list of values", headers.field, name, prev.line)
 			continue
 		}
 		first[canon] = at
@@ -257,26 +259,26 @@ const (
 // that they do not see.
 func (c *checker) grpcFallback(p *Point) {
 	fb := p.Fallback
-	if l := pl(p, "fallback.grpcStatus"); c.d.ok(l) && (fb.GRPCStatus < 0 || fb.GRPCStatus > maxGRPCStatus) {
-		c.p.add(c.val(l), "fallback.grpcStatus: %d is not a gRPC status code; write one from 0 to %d, such as 14 (UNAVAILABLE) or 8 (RESOURCE_EXHAUSTED)", fb.GRPCStatus, maxGRPCStatus)
+	if l := pl(p, keyFallbackGRPCStatus); c.d.ok(l) && (fb.GRPCStatus < 0 || fb.GRPCStatus > maxGRPCStatus) {
+		c.wrong(l, "%d is not a gRPC status code; write one from 0 to %d, such as 14 (UNAVAILABLE) or 8 (RESOURCE_EXHAUSTED)", fb.GRPCStatus, maxGRPCStatus)
 	}
-	if l := pl(p, "fallback.grpcMessage"); c.d.ok(l) {
+	if l := pl(p, keyFallbackGRPCMessage); c.d.ok(l) {
 		switch {
 		case fb.GRPCMessage == "":
-			c.p.add(c.val(l), "fallback.grpcMessage is empty; remove it for the default message, which names the point and the strategy")
+			c.p.add(c.val(l), "%s is empty; remove it for the default message, which names the point and the strategy", l.field)
 		case len(fb.GRPCMessage) > maxGRPCMessage:
-			c.p.add(c.val(l), "fallback.grpcMessage: %d bytes is more than %d; gRPC clients refuse large headers, so keep it short", len(fb.GRPCMessage), maxGRPCMessage)
+			c.wrong(l, "%d bytes is more than %d; gRPC clients refuse large headers, so keep it short", len(fb.GRPCMessage), maxGRPCMessage)
 		}
 	}
 	f := c.d.f
 	carriesGRPC := f.H2C || strings.HasPrefix(f.Upstream, "h2c://")
-	httpAnswer := c.d.has(pl(p, "fallback.status")) || c.d.has(pl(p, "fallback.body")) || c.d.has(pl(p, "fallback.bodyFile"))
-	grpcAnswer := c.d.has(pl(p, "fallback.grpcStatus")) || c.d.has(pl(p, "fallback.grpcMessage"))
+	httpAnswer := c.d.has(pl(p, keyFallbackStatus)) || c.d.has(pl(p, keyFallbackBody)) || c.d.has(pl(p, keyFallbackBodyFile))
+	grpcAnswer := c.d.has(pl(p, keyFallbackGRPCStatus)) || c.d.has(pl(p, keyFallbackGRPCMessage))
 	if carriesGRPC && httpAnswer && !grpcAnswer {
-		via := "h2c: true"
+		via := keyH2C.name + ": true"
 		if !f.H2C {
 			via = "the h2c:// upstream"
 		}
-		c.p.warn(c.key(pl(p, "fallback")), "point %q: gRPC clients (%s) never get this fallback's HTTP status and body; they get grpc-status 14 (UNAVAILABLE) with a message naming the point and strategy; set fallback.grpcStatus or fallback.grpcMessage to say what they get", p.Name, via)
+		c.p.warn(c.key(pl(p, keyFallback)), "point %q: gRPC clients (%s) never get this fallback's HTTP status and body; they get grpc-status 14 (UNAVAILABLE) with a message naming the point and strategy; set %s or %s to say what they get", p.Name, via, keyFallbackGRPCStatus.path, keyFallbackGRPCMessage.path)
 	}
 }

@@ -24,7 +24,7 @@ func (c *checker) pointNames() string {
 		}
 	}
 	if len(names) == 0 {
-		return "define a point under points: first"
+		return fmt.Sprintf("define a point under %s: first", keyPoints.name)
 	}
 	if more > 0 {
 		return fmt.Sprintf("name one of: %s and %d more", strings.Join(names, ", "), more)
@@ -46,32 +46,32 @@ func (c *checker) routes() {
 	shadowed := newShadows(f.Routes)
 	for i, r := range f.Routes {
 		n := i + 1
-		rl := func(field string) loc { return loc{route: n, field: field} }
-		if c.d.bad[rl("")] {
+		route, point := loc{route: n}, rl(n, keyRoutePoint)
+		if c.d.bad[route] {
 			continue
 		}
-		if !c.d.has(rl("match")) {
-			c.p.add(c.key(rl("")), "route %d has no match; write match: {} to match every request", n)
+		if !c.d.has(rl(n, keyRouteMatch)) {
+			c.p.add(c.key(route), "route %d has no %s; write %[2]s: {} to match every request", n, keyRouteMatch.name)
 		}
 		switch {
-		case !c.d.has(rl("point")):
-			c.p.add(c.key(rl("")), "route %d has no point; add point: and %s", n, c.pointNames())
-		case !c.d.ok(rl("point")):
+		case !c.d.has(point):
+			c.p.add(c.key(route), "route %d has no %s; add %[2]s: and %s", n, keyRoutePoint.name, c.pointNames())
+		case !c.d.ok(point):
 		case r.Point == "":
-			c.p.add(c.val(rl("point")), "route %d: point is empty; %s", n, c.pointNames())
+			c.p.add(c.val(point), "route %d: %s is empty; %s", n, keyRoutePoint.name, c.pointNames())
 		case !defined[r.Point]:
 			hint := ""
 			if s := suggest(r.Point, known); strings.HasPrefix(s, "; did") {
 				hint = s
 			}
-			c.p.add(c.val(rl("point")), "route %d: point %q is not defined under points:%s", n, r.Point, hint)
+			c.p.add(c.val(point), "route %d: %s %q is not defined under %s:%s", n, keyRoutePoint.name, r.Point, keyPoints.name, hint)
 		}
 		c.match(n, r)
 		if !complete[i] {
 			continue
 		}
 		if j := shadowed.coveredBy(i); j >= 0 {
-			c.p.add(c.key(rl("")), "route %d can never match: route %d (line %d) matches every request it would; move it above route %d or remove it", n, j+1, c.key(loc{route: j + 1}).line, j+1)
+			c.p.add(c.key(route), "route %d can never match: route %d (line %d) matches every request it would; move it above route %d or remove it", n, j+1, c.key(loc{route: j + 1}).line, j+1)
 		}
 		shadowed.add(i)
 	}
@@ -82,7 +82,7 @@ func (c *checker) routes() {
 func (c *checker) completeRoutes() []bool {
 	complete := make([]bool, len(c.d.f.Routes))
 	for i := range complete {
-		complete[i] = c.d.has(loc{route: i + 1, field: "match"})
+		complete[i] = c.d.has(rl(i+1, keyRouteMatch))
 	}
 	for l, bad := range c.d.bad {
 		if bad && l.route > 0 {
@@ -92,18 +92,22 @@ func (c *checker) completeRoutes() []bool {
 	return complete
 }
 
+// rl is the location of the key k of route n (from 1), or of a mapping
+// under it.
+func rl(n int, k *key) loc { return loc{route: n, field: k.path} }
+
 // match checks the match of route n.
 func (c *checker) match(n int, r Route) {
-	rl := func(field string) loc { return loc{route: n, field: field} }
-	if c.d.ok(rl("match.methods")) && len(r.Methods) == 0 {
-		c.p.add(c.val(rl("match.methods")), "route %d: methods is empty, which would match any method; list methods such as [GET] or remove it", n)
+	methods := rl(n, keyMatchMethods)
+	if c.d.ok(methods) && len(r.Methods) == 0 {
+		c.p.add(c.val(methods), "route %d: %[2]s is empty, which would match any method; list %[2]s such as [GET] or remove it", n, keyMatchMethods.name)
 	}
 	if len(r.Methods) > maxMethods {
-		c.p.add(c.val(rl("match.methods")), "route %d lists %d methods; list at most %d, or remove methods to match any", n, len(r.Methods), maxMethods)
+		c.p.add(c.val(methods), "route %d lists %d methods; list at most %d, or remove %s to match any", n, len(r.Methods), maxMethods, keyMatchMethods.name)
 		return
 	}
 	for i, m := range r.Methods {
-		at := c.val(rl(fmt.Sprintf("match.methods[%d]", i)))
+		at := c.val(methods.item(i))
 		switch {
 		case !isToken(m):
 			c.p.add(at, "route %d: %q is not an HTTP method; write one such as GET or POST", n, m)
@@ -113,17 +117,16 @@ func (c *checker) match(n int, r Route) {
 			c.p.add(at, "route %d: method %s is listed twice; remove one", n, m)
 		}
 	}
-	if c.d.ok(rl("match.path")) && c.d.ok(rl("match.pathPrefix")) {
-		c.p.add(c.key(rl("match.pathPrefix")), "route %d: give path (exact) or pathPrefix, not both", n)
+	if c.d.ok(rl(n, keyMatchPath)) && c.d.ok(rl(n, keyMatchPathPrefix)) {
+		c.p.add(c.key(rl(n, keyMatchPathPrefix)), "route %d: give %s (exact) or %s, not both", n, keyMatchPath.name, keyMatchPathPrefix.name)
 	}
-	for _, field := range []string{"path", "pathPrefix"} {
-		l := rl("match." + field)
+	for _, e := range []struct {
+		key *key
+		v   string
+	}{{keyMatchPath, r.Path}, {keyMatchPathPrefix, r.PathPrefix}} {
+		l, field, v := rl(n, e.key), e.key.name, e.v
 		if !c.d.ok(l) {
 			continue
-		}
-		v := r.Path
-		if field == "pathPrefix" {
-			v = r.PathPrefix
 		}
 		switch {
 		case !strings.HasPrefix(v, "/"):
@@ -138,14 +141,15 @@ func (c *checker) match(n int, r Route) {
 			}
 		}
 	}
-	if l := rl("match.host"); c.d.ok(l) {
+	if l := rl(n, keyMatchHost); c.d.ok(l) {
 		switch {
 		case r.Host == "":
-			c.p.add(c.val(l), "route %d: host is empty; remove it to match any host", n)
+			c.p.add(c.val(l), "route %d: %s is empty; remove it to match any host", n, keyMatchHost.name)
 		case !validHostPort(r.Host):
-			c.p.add(c.val(l), "route %d: host %q is not a host name (with an optional :port) such as shop.example; leave out scheme and path", n, r.Host)
+			c.p.add(c.val(l), "route %d: %s %q is not a host name (with an optional :port) such as shop.example; leave out scheme and path", n, keyMatchHost.name, r.Host)
 		}
 	}
+
 }
 
 // unroutablePath says why no request could ever match the route path p,

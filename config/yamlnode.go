@@ -5,7 +5,6 @@ package config
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -71,19 +70,25 @@ func (d *decoder) entries(n *yaml.Node, what, want string, each func(key string,
 }
 
 // fields decodes the mapping n, whose keys must be among those sec
-// defines, with the setter of each; it records each key's position under
-// base (base.field is the prefix of the key).
-func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, set map[string]setter) {
+// defines, with the setter set holds for each (a key of sec without one
+// is unknown); it records each key's position under base (base.field is
+// the prefix of the key's path).
+
+func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, set map[*key]setter) {
 	if d.setters != nil {
-		d.setters[sec] = slices.Sorted(maps.Keys(set))
+		names := make([]string, 0, len(set))
+		for k := range set {
+			names = append(names, k.name)
+		}
+		d.setters[sec] = slices.Sorted(slices.Values(names))
 	}
 	what := strings.TrimPrefix(strings.TrimPrefix(scope, "in "), "at ")
 	if base.field != "" {
 		what = strings.TrimSuffix(base.field, ".")
 	}
 	d.entries(n, what, "a mapping", func(key string, k, v *yaml.Node) {
-		s, ok := set[key]
-		if !ok || !sec.has(key) {
+		s, ok := set[sec.lookup(key)]
+		if !ok {
 			d.p.add(pos{k.Line, k.Column}, "unknown key %q %s%s", key, scope, suggest(key, sec.names()))
 			return
 		}
@@ -229,7 +234,8 @@ func (d *decoder) mode(shadow *bool) setter {
 		case "shadow":
 			*shadow = true
 		default:
-			d.p.add(pos{v.Line, v.Column}, "mode: want enforce or shadow, got %q", s.Value)
+			d.p.add(pos{v.Line, v.Column}, "%s: want enforce or shadow, got %q", key, s.Value)
+
 		}
 	}
 }

@@ -41,6 +41,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus"},
 		{[]string{"help", "bogus"}, 2, "", `unknown command "bogus"`},
 		{[]string{"validate", "extra"}, 2, "", `validate: unexpected arguments ["extra"]`},
+		{[]string{"inject"}, 2, "", "sds-proxy: inject: -image is required"},
+		{[]string{"inject", "-image", "i", "-service-target"}, 2, "", "sds-proxy: inject: -service-target needs -upstream-port"},
+		{[]string{"inject", "-image", "i", "-upstream-port", "70000"}, 2, "", "-upstream-port 70000: want a port from 1 to 65535"},
 	} {
 		var stdout, stderr strings.Builder
 		cmd := command("sds-proxy", tc.args...)

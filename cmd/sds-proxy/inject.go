@@ -18,7 +18,7 @@ import (
 // and writes the documents to stdout; see injectYAML. A refusal writes
 // nothing to stdout: each problem goes to stderr as
 // "sds-proxy inject: document N (Kind name): reason" and inject returns
-// errInvalid.
+// errInvalid (exit 1). A missing or wrong flag (check) is errUsage (exit 2).
 func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("inject", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -35,7 +35,7 @@ func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return usageErrorf("inject: unexpected arguments %q (the YAML comes on stdin)", fs.Args())
 	}
 	if err := o.check(); err != nil {
-		return fmt.Errorf("inject: %w", err)
+		return usageErrorf("inject: %v", err)
 	}
 	in, err := io.ReadAll(io.LimitReader(stdin, maxInjectInput+1))
 	if err != nil {
@@ -70,6 +70,8 @@ type injectOptions struct {
 	ServiceTarget bool   // repoint Services from UpstreamPort to proxyPort
 }
 
+// check returns what is wrong with the flags, for the user to fix on the
+// command line.
 func (o injectOptions) check() error {
 	switch {
 	case o.Image == "":

@@ -232,8 +232,8 @@ func TestInjectWarnings(t *testing.T) {
 	}
 }
 
-// TestInjectCommand: the command's flags, its output on stdout, and its
-// refusals on stderr with errInvalid (exit 1).
+// TestInjectCommand: the command's flags, a wrong one errUsage (exit 2),
+// its output on stdout, and its refusals on stderr with errInvalid (exit 1).
 func TestInjectCommand(t *testing.T) {
 	t.Parallel()
 	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  hostNetwork: true\n  containers: [{name: app, image: app}]\n"
@@ -243,11 +243,12 @@ func TestInjectCommand(t *testing.T) {
 		in         string
 		wantErr    string // "" for none
 		wantStderr string
+		usage      bool // wantErr is errUsage: a wrong command line
 	}{
-		{name: "no image", args: nil, wantErr: "inject: -image is required, such as -image registry.example/sds-proxy:1.0"},
-		{name: "service target without port", args: []string{"-image", "i", "-service-target"}, wantErr: "inject: -service-target needs -upstream-port, the app's port that Services target today"},
-		{name: "upstream is the proxy", args: []string{"-image", "i", "-upstream-port", "8080"}, wantErr: "inject: -upstream-port 8080 is the sidecar's own port; the app must listen on another"},
-		{name: "arguments", args: []string{"-image", "i", "in.yaml"}, wantErr: `inject: unexpected arguments ["in.yaml"] (the YAML comes on stdin)`},
+		{name: "no image", args: nil, wantErr: "inject: -image is required, such as -image registry.example/sds-proxy:1.0", usage: true},
+		{name: "service target without port", args: []string{"-image", "i", "-service-target"}, wantErr: "inject: -service-target needs -upstream-port, the app's port that Services target today", usage: true},
+		{name: "upstream is the proxy", args: []string{"-image", "i", "-upstream-port", "8080"}, wantErr: "inject: -upstream-port 8080 is the sidecar's own port; the app must listen on another", usage: true},
+		{name: "arguments", args: []string{"-image", "i", "in.yaml"}, wantErr: `inject: unexpected arguments ["in.yaml"] (the YAML comes on stdin)`, usage: true},
 		{name: "refused", args: []string{"-image", "i"}, in: pod, wantErr: errInvalid.Error(),
 			wantStderr: "sds-proxy inject: document 1 (Pod p): hostNetwork pods share the node's ports: the sidecar's 8080 and 9901 would collide across pods; inject only pods with their own network\n"},
 		{name: "warned", args: []string{"-image", "i", "-upstream-port", "9000"}, in: "kind: Pod\nspec: {containers: [{name: app}]}\n",
@@ -272,6 +273,9 @@ func TestInjectCommand(t *testing.T) {
 			}
 			if tt.wantErr == errInvalid.Error() && !errors.Is(err, errInvalid) {
 				t.Errorf("got %v, want errInvalid (exit 1, nothing more printed)", err)
+			}
+			if got := errors.Is(err, errUsage); got != tt.usage {
+				t.Errorf("errors.Is(%v, errUsage): got %v, want %v (exit 2 for a wrong command line)", err, got, tt.usage)
 			}
 		})
 	}

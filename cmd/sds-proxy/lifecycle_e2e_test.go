@@ -270,9 +270,7 @@ func TestSIGHUPWithoutConfig(t *testing.T) {
 
 // TestSIGHUPAtStartup: SIGHUP sent over and over while the proxy starts,
 // from its first log line to serving, 20 times in a row, never kills it.
-// (A signal that arrives before any code of the program runs, during the
-// Go runtime's own start, takes the default action whatever the program
-// does; the first log line is written right after the handler is in.)
+// TestSIGHUPBeforeMain covers the moments before the first log line.
 func TestSIGHUPAtStartup(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
@@ -319,6 +317,63 @@ func TestSIGHUPAtStartup(t *testing.T) {
 		t.Errorf("no SIGHUP reached the proxy during its start-up in 20 runs")
 	}
 	t.Logf("%d SIGHUPs handled during start-up over 20 runs", duringStartUp)
+}
+
+// TestSIGHUPBeforeMain: SIGHUP sent while the binary's packages are still
+// being initialised, before main runs, does not kill the proxy: from the
+// moment package hangup's init has run, the signal waits on its channel
+// and is handled once the proxy starts; the proxy then serves and exits 0
+// on SIGTERM. GODEBUG=inittrace=1 makes the runtime print a line as each
+// package's init ends: the test sends one SIGHUP on hangup's line and on
+// each line after it, over five starts. (A SIGHUP before hangup's init,
+// in the runtime's own start, still takes the default action: nothing of
+// a Go program runs earlier.)
+func TestSIGHUPBeforeMain(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	upstream := "http://" + startUpstream(t)
+	const hangupInit = "init github.com/sds-proxy/sds-proxy/cmd/sds-proxy/internal/hangup @"
+	for i := range 5 {
+		cmd := command("sds-proxy", "run", "-upstream", upstream, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")
+		cmd.Dir = t.TempDir() // no sds.yaml there
+		cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+		started, err := start(t, cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent, mainAfter := 0, false
+		for n := 0; ; n++ {
+			line, ok := started.stderr.find(n, wait, started.exited, func(string) bool { return true })
+			if !ok || !strings.HasPrefix(line, "init ") {
+				break
+			}
+			if sent > 0 || strings.HasPrefix(line, hangupInit) {
+				if err := started.signal(syscall.SIGHUP); err != nil {
+					t.Fatalf("start %d: SIGHUP %d: %v", i, sent+1, err)
+				}
+				sent++
+				mainAfter = mainAfter || strings.HasPrefix(line, "init main @")
+			}
+		}
+		if sent == 0 || !mainAfter {
+			t.Fatalf("start %d: got %d SIGHUPs sent, main initialised after hangup: %v; want hangup's init line before main's (exited: %v)",
+				i, sent, mainAfter, started.hasExited())
+		}
+		p := serving(t, started)
+		p.waitLog(t, 0, wait, msgStarts("SIGHUP")) // handled, not lost
+		resp, err := http.Get(p.url + "/")
+		if err != nil {
+			t.Fatalf("start %d: after %d SIGHUPs: %v", i, sent, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("start %d: after %d SIGHUPs: got %d, want 200", i, sent, resp.StatusCode)
+		}
+		p.stop(wait)
+		if p.err != nil {
+			t.Fatalf("start %d: after %d SIGHUPs before main: exit %v, want 0", i, sent, p.err)
+		}
+	}
 }
 
 // TestSIGTERMDrains checks that SIGTERM fails /readyz, lets a slow call in

@@ -7,11 +7,15 @@ import (
 	"syscall"
 
 	"go.uber.org/zap"
+
+	"github.com/sds-proxy/sds-proxy/cmd/sds-proxy/internal/hangup"
 )
 
 // signals handles the process's signals for runProxy, from its first line
 // to its return: until a handler is installed, SIGHUP's default action
-// kills the process, so nothing may come before notifySignals.
+// kills the process, so nothing may come before notifySignals. SIGHUP's
+// handler is installed earlier still, by package hangup's init, before
+// most packages are initialised; notifySignals takes it over.
 //
 // SIGTERM and SIGINT stop the proxy (the drain follows). SIGHUP depends on
 // the stage: during start-up it is a no-op, as the watcher reads the file
@@ -39,11 +43,16 @@ const (
 )
 
 // notifySignals starts receiving SIGTERM, SIGINT and SIGHUP; they wait in
-// their buffers until handle.
+// their buffers until handle. SIGHUP comes on package hangup's channel,
+// which has received it since the process started (or, where that has
+// been taken, on a channel of its own).
 func notifySignals() *signals {
-	s := &signals{term: make(chan os.Signal, 1), hup: make(chan os.Signal, 1), done: make(chan struct{}), stage: stageStarting}
+	s := &signals{term: make(chan os.Signal, 1), hup: hangup.Take(), done: make(chan struct{}), stage: stageStarting}
 	signal.Notify(s.term, syscall.SIGTERM, syscall.SIGINT)
-	signal.Notify(s.hup, syscall.SIGHUP)
+	if s.hup == nil {
+		s.hup = make(chan os.Signal, 1)
+		signal.Notify(s.hup, syscall.SIGHUP)
+	}
 	return s
 }
 

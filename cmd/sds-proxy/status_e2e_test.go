@@ -233,7 +233,8 @@ func TestStatusE2E(t *testing.T) {
 // TestValidateDiffE2E runs `sds-proxy validate -diff` against a running
 // proxy: with an edited copy of its config (elsewhere, with its own
 // bodyFile) it prints what would change (golden); with the same file, "no
-// changes"; an invalid file fails before asking; a gone admin port fails.
+// changes"; an invalid file fails before asking; a gone admin port fails,
+// with nothing on stdout.
 func TestValidateDiffE2E(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -281,11 +282,11 @@ func TestValidateDiffE2E(t *testing.T) {
 		t.Errorf("invalid file: exit %d, stdout %q, want 1 and its problem only", code, stdout)
 	}
 
-	// The admin port is gone: exit 1, naming it.
+	// The admin port is gone: exit 1, naming it, and no OK before it.
 	e.proxy.stop(wait)
 	stdout, stderr, code = runCLI(t, "validate", "-config", e.config, "-diff", e.proxy.admin)
-	if code != 1 || stdout != "OK\n" || !strings.Contains(stderr, "admin port at "+e.proxy.admin+" cannot be reached: GET /config") {
-		t.Errorf("admin port gone: exit %d, stdout %q, stderr %q, want 1, OK, and the address", code, stdout, stderr)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "admin port at "+e.proxy.admin+" cannot be reached: GET /config") {
+		t.Errorf("admin port gone: exit %d, stdout %q, stderr %q, want 1, nothing on stdout, and the address", code, stdout, stderr)
 	}
 }
 
@@ -323,7 +324,7 @@ func TestStatusWithoutConfigFileE2E(t *testing.T) {
 	}
 	stdout, stderr, code = runCLI(t, "validate", "-config", local, "-diff", p.admin)
 	wantErr := "sds-proxy: admin port at " + p.admin + ": GET /config answered 404 Not Found: no config file"
-	if code != 1 || stdout != "OK\n" || !strings.HasPrefix(stderr, wantErr) {
-		t.Errorf("validate -diff: exit %d, stdout %q, stderr %q, want 1, OK, %q...", code, stdout, stderr, wantErr)
+	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, wantErr) {
+		t.Errorf("validate -diff: exit %d, stdout %q, stderr %q, want 1, nothing on stdout, %q...", code, stdout, stderr, wantErr)
 	}
 }

@@ -150,9 +150,10 @@ func TestStatusJSONAsReceived(t *testing.T) {
 	}
 }
 
-// TestStatusUnreachable: nothing listens, or the admin port never
-// answers: an error naming the address and the cause.
-func TestStatusUnreachable(t *testing.T) {
+// TestAdminUnreachable: nothing listens, or the admin port never answers:
+// status and validate -diff fail with an error naming the address and the
+// cause (exit 1), and print nothing, not even validate's OK.
+func TestAdminUnreachable(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -162,22 +163,42 @@ func TestStatusUnreachable(t *testing.T) {
 	ln.Close()
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer hang.Close()
+	valid := filepath.Join(t.TempDir(), "sds.yaml")
+	if err := os.WriteFile(valid, []byte("upstream: http://127.0.0.1:9000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, addr string
 		want       []string
 	}{
-		{"refused", closed, []string{"admin port at http://" + closed + " cannot be reached: GET /status:", "connection refused"}},
-		{"silent", hang.URL, []string{"admin port at " + hang.URL + " cannot be reached: GET /status: no answer within 50ms"}},
+		{"refused", closed, []string{"admin port at http://" + closed + " cannot be reached: GET PATH:", "connection refused"}},
+		{"silent", hang.URL, []string{"admin port at " + hang.URL + " cannot be reached: GET PATH: no answer within 50ms"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := run(context.Background(), []string{"status", "-admin", tt.addr, "-timeout", "50ms"}, &bytes.Buffer{}, &bytes.Buffer{})
-			for _, w := range tt.want {
-				if err == nil || !strings.Contains(err.Error(), w) {
-					t.Errorf("got %v, want an error with %q", err, w)
+		for _, c := range []struct {
+			path string
+			args []string
+		}{
+			{"/status", []string{"status", "-admin", tt.addr, "-timeout", "50ms"}},
+			{"/config", []string{"validate", "-config", valid, "-diff", tt.addr, "-timeout", "50ms"}},
+		} {
+			t.Run(tt.name+" "+c.args[0], func(t *testing.T) {
+				var stdout bytes.Buffer
+				err := run(context.Background(), c.args, &stdout, &bytes.Buffer{})
+				for _, w := range tt.want {
+					w = strings.Replace(w, "PATH", c.path, 1)
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("got %v, want an error with %q", err, w)
+					}
 				}
-			}
-		})
+				if errors.Is(err, errUsage) || errors.Is(err, errInvalid) {
+					t.Errorf("got %v, want a failure (exit 1, printed by main), not errUsage or errInvalid", err)
+				}
+				if stdout.Len() > 0 {
+					t.Errorf("stdout %q, want nothing", stdout.String())
+				}
+			})
+		}
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 // as FILE:LINE:COL: warning: message and "OK", or every problem (warnings
 // included) as FILE:LINE:COL: message and errInvalid. Warnings alone do
 // not fail it. With -diff ADDR it then prints what applying the file would
-// change at the proxy whose admin port is at ADDR (diffAgainst), or
-// returns an error when that admin port fails. With -o json it prints the
+// change at the proxy whose admin port is at ADDR (diffAgainst); when that
+// admin port fails, it prints nothing, not even OK, and returns the error
+// (exit 1). With -o json it prints the
 // outcome as one JSON document instead (writeProblems), and takes no -diff.
 func validate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
@@ -56,17 +57,23 @@ func validate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, err)
 		return errInvalid
 	}
+	var diff string
+	if base != "" {
+		// Before anything is printed: an OK followed by an error would
+		// read as a success to whoever stops at the first line.
+		if diff, err = diffAgainst(ctx, f, opts, base, *timeout); err != nil {
+			return err
+		}
+	}
 	if len(f.Warnings) > 0 {
 		fmt.Fprintln(stdout, f.Warnings)
 	}
 	fmt.Fprintln(stdout, "OK")
-	if base == "" {
-		return nil
-	}
-	return diffAgainst(ctx, f, opts, base, *timeout, stdout)
+	_, err = io.WriteString(stdout, diff)
+	return err
 }
 
-// diffAgainst prints what applying local would change at the proxy whose
+// diffAgainst returns what applying local would change at the proxy whose
 // admin port is at base: it reads the config file in force there (GET
 // /config) and compares the two files. Both are parsed with
 // config.ParseText, so that the running proxy's bodyFile and TLS files
@@ -74,10 +81,10 @@ func validate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // files' contents. Command-line overrides (-listen, -admin, -upstream) are
 // not part of either file and are not compared; -upstream, when given,
 // applies to both.
-func diffAgainst(ctx context.Context, local *config.File, opts config.Options, base string, timeout time.Duration, stdout io.Writer) error {
+func diffAgainst(ctx context.Context, local *config.File, opts config.Options, base string, timeout time.Duration) (string, error) {
 	raw, header, err := fetchAdmin(ctx, base, "/config", timeout)
 	if err != nil {
-		return err
+		return "", err
 	}
 	remotePath := header.Get(admin.ConfigPathHeader)
 	if remotePath == "" {
@@ -85,16 +92,14 @@ func diffAgainst(ctx context.Context, local *config.File, opts config.Options, b
 	}
 	running, err := config.ParseText(remotePath, raw, opts)
 	if err != nil {
-		return fmt.Errorf("the config in force at %s does not parse here:\n%w", base, err)
+		return "", fmt.Errorf("the config in force at %s does not parse here:\n%w", base, err)
 	}
 	next, err := config.ParseText(local.Path, local.Raw, opts)
 	if err != nil { // Load accepted it, and ParseText checks less
-		return fmt.Errorf("%s: %w", local.Path, err)
+		return "", fmt.Errorf("%s: %w", local.Path, err)
 	}
-	hash := running.Hash[:12]
-	fmt.Fprintf(stdout, "against the config in force at %s (%s, sha256 %s):\n", base, cell(remotePath), hash)
-	_, err = io.WriteString(stdout, describeChange(running, next))
-	return err
+	intro := fmt.Sprintf("against the config in force at %s (%s, sha256 %s):\n", base, cell(remotePath), running.Hash[:12])
+	return intro + describeChange(running, next), nil
 }
 
 // describeChange says, for a person, what changes from the config in
