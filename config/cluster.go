@@ -12,7 +12,7 @@ import (
 )
 
 // Cluster is the Redis that the points' shared token buckets live in
-// (README, "Fleet-wide budgets"): top-level cluster:. Changing it needs a
+// (docs/fleet.md, "Fleet-wide budgets"): top-level cluster:. Changing it needs a
 // restart; the points' clusterTokenBucket settings apply on a reload.
 type Cluster struct {
 	// Addresses are host:port addresses: one Redis, several nodes of a

@@ -60,7 +60,7 @@ type File struct {
 	// PressureTestHeader names the request header that marks pressure-test
 	// traffic when its value is 1 or true. Default "" (no pressure tests).
 	PressureTestHeader string
-	// AccessLog turns on the access log (README, Logs). Default false.
+	// AccessLog turns on the access log (docs/operations.md, Logs). Default false.
 	AccessLog bool
 	// DrainTimeout is how long SIGTERM waits for in-flight requests before
 	// exiting. Default 25s; 0 exits without waiting.
@@ -105,7 +105,7 @@ func (f *File) Point(name string) *Point {
 	return nil
 }
 
-// TLS is the inbound TLS setting (README, "TLS, HTTP/2 and gRPC"). At most
+// TLS is the inbound TLS setting (docs/tls.md, "TLS, HTTP/2 and gRPC"). At most
 // one of the certificate
 // pair and ACME is set.
 type TLS struct {
@@ -160,7 +160,7 @@ type Route struct {
 	PathPrefix string
 	// Host is the request's host to match, as written; "" for any.
 	Host string
-	// Priority is the matched requests' priority (README, Priority
+	// Priority is the matched requests' priority (docs/protections.md, Priority
 	// shedding); the zero Priority is limiter.PriorityDefault.
 	Priority limiter.Priority
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
-// The defaults of sds.yaml (README, Configuration), in one place.
+// The defaults of sds.yaml (docs/configuration.md, Configuration), in one place.
 const (
 	DefaultListen       = "0.0.0.0:8080"
 	DefaultAdmin        = "0.0.0.0:9901"

@@ -28,7 +28,7 @@ type Setting struct {
 func (s Setting) String() string { return s.Key + ": " + s.From + " -> " + s.To }
 
 // PointSettings returns the settings that differ between two versions of
-// a point, in the order of the file's point keys (README, Configuration);
+// a point, in the order of the file's point keys (docs/configuration.md, Configuration);
 // nil when none does. It explains what Diff reports as a changed point:
 // when Diff names a point changed, PointSettings names at least one
 // setting.

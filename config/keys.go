@@ -189,7 +189,7 @@ var (
 		doc: "The protected points by name (letters, digits, '.', '_', '-'): thresholds, delay, mode and fallback. Every point is named by a route."}
 )
 
-var topSection = newSection("", "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (README, Configuration).",
+var topSection = newSection("", "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (docs/configuration.md, Configuration).",
 	keyListen, keyH2C, keyUpstream, keyAdmin, keyForwardedHeaders, keyWindow, keyBuckets, keyPressureTestHeader, keyAccessLog, keyDrainTimeout, keyMaxConnections, keyAdminTokenFile, keyTLS, keyCluster, keyRoutes, keyPoints)
 
 // The keys under tls (keyTLS).

@@ -9,7 +9,7 @@ import (
 )
 
 // The keys of the recovery ramp, adaptive concurrency and priority
-// shedding (README, "Recovery ramp, adaptive concurrency, priority
+// shedding (docs/protections.md, "Recovery ramp, adaptive concurrency, priority
 // shedding"): their decoding and the rules between them.
 
 // priority decodes a route's priority into dst.

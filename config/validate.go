@@ -17,7 +17,7 @@ const (
 	maxMethods     = 32
 	// maxRoutes and maxPoints bound a config: a route per API path or
 	// gRPC method of a large service. Validation, the router and a reload's
-	// diff take time linear in them (README, Configuration).
+	// diff take time linear in them (docs/configuration.md, Configuration).
 	maxRoutes = 10_000
 	maxPoints = 10_000
 	// maxConnectionsLimit bounds maxConnections: far beyond what a sidecar's
@@ -220,7 +220,7 @@ func (c *checker) settings() {
 		c.wrong(top(keyDrainTimeout), "%v is negative; write a grace period such as 25s, or 0 to exit without waiting", f.DrainTimeout)
 	}
 	if c.d.ok(top(keyMaxConnections)) && (f.MaxConnections < 1 || f.MaxConnections > maxConnectionsLimit) {
-		c.wrong(top(keyMaxConnections), "%d is not a count from 1 to %d; size it to the memory limit (README, Connection limits), such as %s: %d", f.MaxConnections, maxConnectionsLimit, keyMaxConnections.name, DefaultMaxConnections)
+		c.wrong(top(keyMaxConnections), "%d is not a count from 1 to %d; size it to the memory limit (docs/connections.md, Connection limits), such as %s: %d", f.MaxConnections, maxConnectionsLimit, keyMaxConnections.name, DefaultMaxConnections)
 	}
 	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader != "" && !isToken(f.PressureTestHeader) {
 		c.wrong(l, "%q is not a header name; write one such as X-Pressure-Test", f.PressureTestHeader)

@@ -121,7 +121,7 @@ func (c *checker) needs(p *Point, k, other *key, why, example string) {
 }
 
 // combinations checks the settings of a point that only work together
-// (README, Configuration: settings that would silently do nothing are errors).
+// (docs/configuration.md, Configuration: settings that would silently do nothing are errors).
 func (c *checker) combinations(p *Point) {
 	// on reports whether a setting is present, well typed and above floor.
 	// off reports whether it is absent, or well typed and at most floor.

@@ -155,7 +155,7 @@ func (c *checker) match(n int, r Route) {
 // unroutablePath says why no request could ever match the route path p,
 // or returns "" when one could. The proxy answers a request whose path
 // holds an encoded slash, a backslash or an invalid escape with 400
-// (README, "Paths are normalised"), before any route is tried.
+// (docs/semantics.md, "Paths are normalised"), before any route is tried.
 func unroutablePath(p string) string {
 	const never = "so no request could match it: the proxy answers such a request 400 before routing"
 	for i := 0; i < len(p); i++ {

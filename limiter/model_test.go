@@ -566,7 +566,7 @@ func (m *model) settle(now int64) Events {
 	return ev
 }
 
-// state is what the next plain request would get at now (README, State
+// state is what the next plain request would get at now (docs/semantics.md, State
 // model): a delay whose time has passed is over, and the next request would
 // find its window cleared.
 func (m *model) state(now int64) State {

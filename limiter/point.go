@@ -225,7 +225,7 @@ type Gate interface {
 	Take(now time.Time) bool
 }
 
-// Enter judges one request at now (README, Semantics and Priority
+// Enter judges one request at now (docs/semantics.md, Semantics and Priority
 // shedding) and counts it. When the Verdict allows the request, c is
 // filled and the caller must call c.Exit once the call ends (Exit is
 // reported once: a second Exit does nothing, so it may be deferred beside
@@ -409,7 +409,7 @@ func (j *judgement) load(w *window, cur int64) {
 	j.counts, j.exact = w.sum(cur), true
 }
 
-// judge applies the strategies in order (README, Semantics, step 3) to a
+// judge applies the strategies in order (docs/semantics.md, Semantics, step 3) to a
 // request of priority pr and stops at the first that fails. A sheddable
 // request is judged against its share of each count threshold; failing
 // the share of one it would pass in full sets Verdict.Sheddable. It reads

@@ -54,7 +54,7 @@ func (s Strategy) String() string {
 }
 
 // State is a point's state as shown to operators: what the next plain
-// request would get (README, State model). The zero State is unknown.
+// request would get (docs/semantics.md, State model). The zero State is unknown.
 type State uint8
 
 const (
@@ -118,7 +118,7 @@ const (
 	Canceled
 )
 
-// Priority is a request's priority, from its route (README, Priority
+// Priority is a request's priority, from its route (docs/protections.md, Priority
 // shedding). The zero Priority is treated as PriorityDefault.
 type Priority uint8
 

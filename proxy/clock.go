@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The upstream clock of one call (README, "Upstream time"). It measures
+// The upstream clock of one call (docs/semantics.md, "Upstream time"). It measures
 // the service's time only, so that no client can trip a point by being
 // slow:
 //

@@ -11,7 +11,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy"
 )
 
-// fakeShared is a SharedBucket holding tokens tokens; it counts Takes.
+// fakeShared is a limiter.Gate holding tokens tokens; it counts Takes.
 type fakeShared struct {
 	tokens atomic.Int64
 	takes  atomic.Int64
@@ -22,7 +22,7 @@ func (f *fakeShared) Take(time.Time) bool {
 	return f.tokens.Add(-1) >= 0
 }
 
-// TestSharedBucket: the shared bucket is judged after the limiter admits
+// TestSharedBucket: the shared bucket is judged after the point's strategies admit
 // a request. Its refusal answers the fallback as cluster_token_bucket
 // (429, Retry-After), frees the concurrency slot, gives the local token
 // back, counts the visit as degraded in the window, and is counted in

@@ -16,7 +16,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 )
 
-// newClusterClient returns the client of cluster: (README, "Fleet-wide
+// newClusterClient returns the client of cluster: (docs/fleet.md, "Fleet-wide
 // budgets"), or nil when the file has none. It does not connect: its Run
 // does, in the background.
 func newClusterClient(c *config.Cluster, log *zap.Logger, reg prometheus.Registerer) (*cluster.Client, error) {

@@ -1,6 +1,6 @@
 package main_test
 
-// End-to-end tests of the shared token bucket (README, "Fleet-wide
+// End-to-end tests of the shared token bucket (docs/fleet.md, "Fleet-wide
 // budgets"): real redis-server processes (proxy/cluster/clustertest) and
 // several real sds-proxy binaries on 127.0.0.1.
 

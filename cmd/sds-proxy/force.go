@@ -30,7 +30,7 @@ type forceFlags struct {
 }
 
 // force sets or clears a point's switch on a running proxy through its
-// admin port (README, "Runtime switches"): POST or DELETE
+// admin port (docs/admin.md, "Runtime switches"): POST or DELETE
 // /points/{name}/force with the token of -token-file. It prints the
 // switch as the proxy answered it.
 func force(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -1,6 +1,6 @@
 package main_test
 
-// End-to-end tests of /metrics (README, Admin port) as Prometheus reads
+// End-to-end tests of /metrics (docs/admin.md, Admin port) as Prometheus reads
 // it: the protobuf exposition decoded by prometheus/common's expfmt, with
 // the upstream time as a native histogram and the W3C traceparent's trace
 // id as its exemplar; and two real Prometheus servers scraping the proxy,

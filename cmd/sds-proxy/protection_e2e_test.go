@@ -13,7 +13,7 @@ import (
 )
 
 // The end-to-end proofs of the recovery ramp, adaptive concurrency and
-// priority shedding (README, "Recovery ramp, adaptive concurrency,
+// priority shedding (docs/protections.md, "Recovery ramp, adaptive concurrency,
 // priority shedding"). Load is paced by tickers and bounded in count and
 // time; the figures are logged, and the assertions hold with wide margins
 // on a loaded 2-core machine.

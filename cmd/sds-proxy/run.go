@@ -47,7 +47,7 @@ type runFlags struct {
 }
 
 // runProxy runs the proxy until ctx is done or SIGTERM/SIGINT, then drains
-// (README, Signals).
+// (docs/operations.md, Signals).
 func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing serving) error {
 	sigs := notifySignals() // first: SIGHUP's default action kills
 	defer sigs.close()

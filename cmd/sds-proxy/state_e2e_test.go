@@ -1,6 +1,6 @@
 package main_test
 
-// End-to-end tests of the state model (README, State model): the state is
+// End-to-end tests of the state model (docs/semantics.md, State model): the state is
 // what the next plain request would get, evaluated when read; a trip with no
 // traffic after it decays; a shadow point is never tripped; the delay shows
 // its end and next probe; the event history keeps trips, recoveries and

@@ -22,7 +22,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/config"
 )
 
-// newTLSConfig serves inbound TLS through certmagic (README, "TLS, HTTP/2
+// newTLSConfig serves inbound TLS through certmagic (docs/tls.md, "TLS, HTTP/2
 // and gRPC"): a
 // certificate pair from files, or certificates obtained by ACME. HTTP/2 is
 // offered; OCSP stapling is off (it would reach the network for our own

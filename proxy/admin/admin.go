@@ -70,7 +70,7 @@ type Options struct {
 	Config func() (path string, raw []byte)
 	// Events is the event history shown on /status; nil shows none.
 	Events *events.Log
-	// Traffic returns a point's recent traffic figures (proxy.Metrics's
+	// Traffic returns a point's recent traffic figures (metrics.Set's
 	// Traffic); nil, or ok false, omits them.
 	Traffic func(point string, now time.Time) (metrics.Traffic, bool)
 	// Version is the build's version, shown on /status.
@@ -114,7 +114,7 @@ const (
 //	GET /         the dashboard: one self-contained page that polls /status.
 //
 // With Switches and a Token (adminTokenFile), and only then, the port also
-// answers the operators' switches (README, "Runtime switches"):
+// answers the operators' switches (docs/admin.md, "Runtime switches"):
 //
 //	POST   /points/{name}/force  body {"action": "degrade"|"pass", "ttl": "10m", "reason": "..."}:
 //	                             sets the point's switch, replacing any; 200 with the switch as JSON
