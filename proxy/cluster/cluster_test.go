@@ -11,10 +11,24 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/proxy/cluster/clustertest"
 )
+
+// TestMain turns go-redis's own logger off, as sds-proxy's main does: it
+// is a global of go-redis, the program's to set, and here the test binary
+// is the program. Left on, a failing test's output would be buried under a
+// line per failed dial.
+func TestMain(m *testing.M) {
+	redis.SetLogger(discardRedis{})
+	os.Exit(m.Run())
+}
+
+type discardRedis struct{}
+
+func (discardRedis) Printf(context.Context, string, ...any) {}
 
 // newClient returns a Client of opts with a test logger, and runs it until
 // the test ends.
