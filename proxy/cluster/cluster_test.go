@@ -61,15 +61,12 @@ func newStoppedClient(t *testing.T, addr string) *Client {
 	return c
 }
 
-// waitFor polls cond every few milliseconds until it holds or d passes.
+// waitFor fails the test unless cond holds within d (clustertest.Eventually
+// polls it).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
+	if !clustertest.Eventually(d, cond) {
+		t.Fatalf("%s: not within %v", what, d)
 	}
 }
 
