@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -9,12 +10,27 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 )
+
+// quietRedis turns go-redis's own logger off, for the whole process. That
+// logger is a global of the go-redis package (v9 has no logger per
+// client), so the program sets it, once, as main starts, and no library
+// does. Left on, it writes a line to stderr for every failed dial, several
+// a second while Redis is down; cluster.Client logs each change of state
+// once instead, through the zap logger it is given, and counts every
+// failure in sds_cluster_errors_total.
+func quietRedis() { redis.SetLogger(discardRedis{}) }
+
+// discardRedis is a go-redis logger that writes nothing.
+type discardRedis struct{}
+
+func (discardRedis) Printf(context.Context, string, ...any) {}
 
 // newClusterClient returns the client of cluster: (docs/fleet.md, "Fleet-wide
 // budgets"), or nil when the file has none. It does not connect: its Run

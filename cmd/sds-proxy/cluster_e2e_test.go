@@ -330,6 +330,11 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 			}
 			t.Errorf("proxy %d: logged the outage %d times, want once:\n%s", i, n, strings.Join(lines, "\n"))
 		}
+		// go-redis's own logger is off (main): a line per failed dial
+		// would not be the proxy's JSON.
+		if n := p.stderr.count(marks[i], func(s string) bool { return parseLog(s) == nil }); n > 0 {
+			t.Errorf("proxy %d: %d lines on stderr since Redis was killed are not the proxy's JSON log (go-redis's?), want none", i, n)
+		}
 	}
 	total := finish()
 	if n := total.failed.Load(); n > 0 {

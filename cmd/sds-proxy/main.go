@@ -46,6 +46,7 @@ var errUsage = errors.New("usage")
 // (sds-proxy help, exit codes): 0, 1 for an invalid config or a failure,
 // 2 for a wrong command line.
 func main() {
+	quietRedis()
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	switch {
 	case err == nil:

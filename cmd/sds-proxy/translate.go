@@ -11,16 +11,13 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/route"
 )
 
-// translate turns a validated config file into the request path's Config,
-// once per load. Points of prev (the config in force, or nil) with the same
-// name keep their limiter state: counts, calls in flight, token bucket and
-// delay survive a reload when the window shape is unchanged.
-func translate(f *config.File, prev *proxy.Config) (*proxy.Config, error) {
-	return translateShared(f, prev, nil)
-}
-
-// translateShared is translate with the points' shared token buckets, by
-// point name (sharedBuckets); a point absent from shared has none.
+// translateShared turns a validated config file into the request path's
+// Config, once per load (the start, and each reload). Points of prev (the
+// config in force, or nil) with the same name keep their limiter state:
+// counts, calls in flight, token bucket and delay survive a reload when the
+// window shape is unchanged. shared holds the points' shared token buckets
+// by point name (sharedBuckets; nil without cluster:); a point absent from
+// it has none.
 func translateShared(f *config.File, prev *proxy.Config, shared map[string]limiter.Gate) (*proxy.Config, error) {
 	upstream, h2c, err := upstreamURL(f.Upstream)
 	if err != nil {

@@ -20,7 +20,7 @@ func loadExample(t *testing.T) *config.File {
 
 func TestTranslateExample(t *testing.T) {
 	f := loadExample(t)
-	cfg, err := translate(f, nil)
+	cfg, err := translateShared(f, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestTranslateExample(t *testing.T) {
 // keeps its counts; one that changes the window starts afresh.
 func TestTranslateKeepsState(t *testing.T) {
 	f := loadExample(t)
-	first, err := translate(f, nil)
+	first, err := translateShared(f, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestTranslateKeepsState(t *testing.T) {
 	p.Limiter().Enter(&c, now, limiter.Request{})
 	c.Exit(now, limiter.Failed)
 
-	second, err := translate(f, first)
+	second, err := translateShared(f, first, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestTranslateKeepsState(t *testing.T) {
 
 	reshaped := *f
 	reshaped.Buckets = 5
-	third, err := translate(&reshaped, second)
+	third, err := translateShared(&reshaped, second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

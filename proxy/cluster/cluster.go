@@ -91,7 +91,9 @@ type Options struct {
 	// each counts on TokensPerSecond/Replicas locally. 0 means 1.
 	Replicas int
 	// Logger receives one line when Redis stops answering and one when it
-	// answers again. Required.
+	// answers again. Required. go-redis's own logger, a global of that
+	// package, is the program's to set (redis.SetLogger): left as it is,
+	// it writes a line to stderr for every failed dial.
 	Logger *zap.Logger
 	// Registerer receives the sds_cluster_* metrics; nil registers none.
 	Registerer prometheus.Registerer
@@ -99,16 +101,6 @@ type Options struct {
 	// instant to Bucket.Take.
 	Now func() time.Time
 }
-
-// quietRedis stops go-redis's own logger, a global of that package that
-// writes a line to stderr for every failed dial: with Redis down that is
-// several lines a second. The Client logs each change of state once
-// instead, and counts every failure in sds_cluster_errors_total.
-var quietRedis sync.Once
-
-type discard struct{}
-
-func (discard) Printf(context.Context, string, ...any) {}
 
 // Client is one proxy's side of the shared buckets: the Redis connection,
 // the buckets in use and the loop that leases their tokens. Its methods are
@@ -196,7 +188,6 @@ func New(opts Options) (*Client, error) {
 			return user, pw, err
 		}
 	}
-	quietRedis.Do(func() { redis.SetLogger(discard{}) })
 	c.rdb = redis.NewUniversalClient(uo)
 	c.m = newMetrics(opts.Registerer)
 	return c, nil

@@ -11,10 +11,24 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/proxy/cluster/clustertest"
 )
+
+// TestMain turns go-redis's own logger off, as sds-proxy's main does: it
+// is a global of go-redis, the program's to set, and here the test binary
+// is the program. Left on, a failing test's output would be buried under a
+// line per failed dial.
+func TestMain(m *testing.M) {
+	redis.SetLogger(discardRedis{})
+	os.Exit(m.Run())
+}
+
+type discardRedis struct{}
+
+func (discardRedis) Printf(context.Context, string, ...any) {}
 
 // newClient returns a Client of opts with a test logger, and runs it until
 // the test ends.
@@ -47,15 +61,12 @@ func newStoppedClient(t *testing.T, addr string) *Client {
 	return c
 }
 
-// waitFor polls cond every few milliseconds until it holds or d passes.
+// waitFor fails the test unless cond holds within d (clustertest.Eventually
+// polls it).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
+	if !clustertest.Eventually(d, cond) {
+		t.Fatalf("%s: not within %v", what, d)
 	}
 }
 

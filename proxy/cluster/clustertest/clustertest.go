@@ -99,16 +99,28 @@ func StartCluster(t testing.TB, n int) []*Server {
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
 	for _, s := range nodes {
-		for !clusterOK(s.Addr) {
-			if time.Now().After(deadline) {
-				t.Fatalf("redis cluster node %s not ok within 20s", s.Addr)
-			}
-			time.Sleep(20 * time.Millisecond) // polling the cluster's state
+		if !Eventually(20*time.Second, func() bool { return clusterOK(s.Addr) }) {
+			t.Fatalf("redis cluster node %s not ok within 20s", s.Addr)
 		}
 	}
 	return nodes
+}
+
+// Eventually polls cond every 10ms until it holds or timeout passes, and
+// reports whether it held. It is the one poll of the cluster tests: a
+// server's start, a cluster's state, a client's.
+func Eventually(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }
 
 // clusterOK reports whether the node at addr says cluster_state:ok.
@@ -133,19 +145,18 @@ func (s *Server) start(port int) {
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
+		exited := false // most likely the port was taken: try another
+		answers := Eventually(10*time.Second, func() bool {
 			select {
 			case <-done:
-				deadline = time.Time{} // exited: the port was taken; try another
-				continue
+				exited = true
 			default:
 			}
-			if s.ping(addr) == nil {
-				s.cmd, s.Addr, s.Port = cmd, addr, p
-				return
-			}
-			time.Sleep(20 * time.Millisecond) // polling the server's start, not waiting for time to pass
+			return exited || s.ping(addr) == nil
+		})
+		if answers && !exited {
+			s.cmd, s.Addr, s.Port = cmd, addr, p
+			return
 		}
 		cmd.Process.Kill()
 		<-done
