@@ -1,6 +1,11 @@
 package hangup
 
-import "testing"
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
 
 // TestRunsProxy: the command lines that run the proxy catch SIGHUP early;
 // the other commands keep its default action.
@@ -42,5 +47,26 @@ func TestTake(t *testing.T) {
 	}
 	if second := Take(); second != nil {
 		t.Errorf("second Take: got a channel, want nil")
+	}
+}
+
+// TestDependsOnlyOnOSSignal: the package needs no package that os/signal
+// does not, but sync/atomic (no init): each one more could put its init
+// after dozens of others' (strings: after a hundred), and SIGHUP would
+// kill the process that much longer.
+func TestDependsOnlyOnOSSignal(t *testing.T) {
+	t.Parallel()
+	deps := func(pkg string) []string {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		return strings.Fields(string(out))
+	}
+	allowed := append(deps("os/signal"), "sync/atomic", "github.com/sds-proxy/sds-proxy/cmd/sds-proxy/internal/hangup")
+	for _, d := range deps("github.com/sds-proxy/sds-proxy/cmd/sds-proxy/internal/hangup") {
+		if !slices.Contains(allowed, d) {
+			t.Errorf("hangup depends on %s, which os/signal does not: its init may run later", d)
+		}
 	}
 }
