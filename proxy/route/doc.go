@@ -1,0 +1,8 @@
+// Package route is how the proxy names the point of a request: rules
+// that match a request by method, path, path prefix and host (Rule), a
+// table that finds the first matching rule among thousands at the cost
+// of a few map lookups (Table), and the normal form of paths both are
+// compared in (NormalizePath, RequestPath), so that no spelling of a path
+// reaches the upstream under another point's name. It knows nothing of
+// points or limiters: a match is an index into the rules.
+package route
