@@ -28,10 +28,7 @@ type call struct {
 	path    string
 	lim     limiter.Call
 	verdict limiter.Verdict
-	// forced is the operator's switch the request was answered under;
-	// 0 when it was judged (force.go).
-	forced ForceAction
-	status int // status written to the client, for the access log
+	status  int // status written to the client, for the access log
 	// clock measures the upstream time (clock.go); cancel cuts the call
 	// when its UpstreamTimeout passes (nil without one).
 	clock  upstreamClock
@@ -53,9 +50,16 @@ type call struct {
 	// What the upstream did, as the meter saw it. The request's
 	// goroutine writes these, except where marked atomic.
 	//
+	// grpc is the upstream's gRPC response, whose trailers are read once
+	// the stream has been copied; nil for other responses.
+	grpc *http.Response
 	// answered is the upstream's status; 0 before its headers or when
 	// there were none.
 	answered int
+	// forced is the operator's switch the request was answered under;
+	// 0 when it was judged (force.go). It sits with the flags below so
+	// that the small fields share one word.
+	forced ForceAction
 	// statusFailed: the answer is an exception (a 5xx, or a gRPC error
 	// status in the headers).
 	statusFailed bool
@@ -63,9 +67,6 @@ type call struct {
 	failure failure
 	// streamed: the answer is a stream, whose call ended at its headers.
 	streamed bool
-	// grpc is the upstream's gRPC response, whose trailers are read once
-	// the stream has been copied; nil for other responses.
-	grpc *http.Response
 	// bodyBroke: a read of the upstream's response body failed.
 	bodyBroke bool
 	// copied: the ReverseProxy returned; false when it aborted the copy.
