@@ -54,6 +54,8 @@ type Handler struct {
 	h2c     http.RoundTripper // h2c upstreams, built on first use
 	alarms  alarms            // the upstream clocks' alarms of the calls in flight
 	forces  forces            // operators' switches by point name (force.go)
+	// stateLog throttles the points' state-change lines (statelog.go).
+	stateLog stateLog
 }
 
 // snapshot is a Config with what the request path derives from it: the

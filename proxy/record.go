@@ -40,7 +40,8 @@ func (h *Handler) Run(ctx context.Context) {
 }
 
 // Tick brings every point in force up to now (limiter.Point.Settle), logs
-// and records what that changed, adds the recoveries the history held back
+// and records what that changed, writes the state-change lines held back
+// (StateLogEvery), adds the recoveries the history held back
 // (events.FlapHold), and samples the traffic figures (Metrics.Sample). It
 // does not change what any request gets.
 func (h *Handler) Tick(now time.Time) {
@@ -48,6 +49,7 @@ func (h *Handler) Tick(now time.Time) {
 		h.pointEvents(p, limiter.Verdict{}, p.lim.Settle(now), now, bySettle)
 	}
 	h.expireForces(now)
+	h.stateLog.flush(h.opts.Logger, now)
 	if h.opts.Events != nil {
 		h.opts.Events.Flush(now)
 	}
@@ -64,8 +66,9 @@ const (
 )
 
 // pointEvents records each state change of p in the event history and
-// logs one line for it (in that order: whoever reads the line finds the
-// event): a trip with the figures of v, the request's verdict.
+// logs a line for it (in that order: whoever reads the line finds the
+// event), at most one per kind and StateLogEvery (stateLog): a trip with
+// the figures of v, the request's verdict.
 func (h *Handler) pointEvents(p *Point, v limiter.Verdict, ev limiter.Events, now time.Time, cause eventCause) {
 	if v.Probe && cause == byRequest {
 		h.record(events.Event{At: now, Kind: events.Probe, Point: p.name, Strategy: v.Strategy.String(), Shadow: p.lim.Settings().Shadow})
@@ -83,13 +86,13 @@ func (h *Handler) pointEvents(p *Point, v limiter.Verdict, ev limiter.Events, no
 	if ev.Has(limiter.EventTripped) {
 		h.record(events.Event{At: now, Kind: events.Trip, Point: p.name, Strategy: v.Strategy.String(), Shadow: shadow,
 			Detail: tripDetail(v)})
-		log.Warn("point tripped", fields...)
+		h.stateLog.write(log, stateKey{p.name, changeTripped, v.Strategy}, now, true, "point tripped", fields...)
 	}
 	if ev.Has(limiter.EventDelayStarted) {
 		delay := p.lim.Settings().DelayTime
 		h.record(events.Event{At: now, Kind: events.DelayStart, Point: p.name, Strategy: v.Strategy.String(), Shadow: shadow,
 			Detail: "for " + delay.String()})
-		log.Warn("delay started", append(fields, zap.Duration("delay", delay))...)
+		h.stateLog.write(log, stateKey{p.name, changeDelayStarted, v.Strategy}, now, true, "delay started", append(fields, zap.Duration("delay", delay))...)
 	}
 	if ev.Has(limiter.EventDelayEnded) {
 		detail := "delay time passed"
@@ -97,7 +100,7 @@ func (h *Handler) pointEvents(p *Point, v limiter.Verdict, ev limiter.Events, no
 			detail = "probe passed"
 		}
 		h.record(events.Event{At: now, Kind: events.DelayEnd, Point: p.name, Shadow: shadow, Detail: detail})
-		log.Info("delay ended", zap.String("point", p.name), zap.String("cause", detail))
+		h.stateLog.write(log, stateKey{point: p.name, kind: changeDelayEnded}, now, false, "delay ended", zap.String("point", p.name), zap.String("cause", detail))
 	}
 	if ev.Has(limiter.EventRecovered) {
 		detail := "a request passed"
@@ -105,7 +108,7 @@ func (h *Handler) pointEvents(p *Point, v limiter.Verdict, ev limiter.Events, no
 			detail = "the window slid past the trip"
 		}
 		h.record(events.Event{At: now, Kind: events.Recover, Point: p.name, Shadow: shadow, Detail: detail})
-		log.Info("point recovered", zap.String("point", p.name), zap.String("cause", detail))
+		h.stateLog.write(log, stateKey{point: p.name, kind: changeRecovered}, now, false, "point recovered", zap.String("point", p.name), zap.String("cause", detail))
 	}
 }
 

@@ -102,13 +102,16 @@ var (
 	connectionsMaxDesc = prometheus.NewDesc("sds_connections_max",
 		"The maxConnections limit in force on the proxy port.", nil, nil)
 	connectionsShedDesc = prometheus.NewDesc("sds_connections_shed_total",
-		"Client connections closed to keep within maxConnections, by reason: evicted (the oldest idle one, to admit a new one), refused (a new one, every one being busy), soft_idle (idle for the short timeout while over 3/4 of the limit).",
+		"Client connections closed to keep within maxConnections, by reason: evicted (a waiting one with no request arrived, to admit a new one: the oldest idle one first), refused (a new one that waited 1 s for a place in vain, and the next ones until a place shows), soft_idle (waiting for the short timeout while over 3/4 of the limit).",
 		[]string{"reason"}, nil)
+	connectionsQueuedDesc = prometheus.NewDesc("sds_connections_queued_total",
+		"New client connections that found the proxy port at maxConnections with no connection to evict, and waited for a place (admitted once one showed, or refused).",
+		nil, nil)
 )
 
-// registerConnections registers sds_connections{state}, sds_connections_max
-// and sds_connections_shed_total{reason} on reg; stats is read at scrape
-// time.
+// registerConnections registers sds_connections{state}, sds_connections_max,
+// sds_connections_shed_total{reason} and sds_connections_queued_total on
+// reg; stats is read at scrape time.
 func registerConnections(reg prometheus.Registerer, stats func() connlimit.Stats) {
 	reg.MustRegister(connCollector(stats))
 }
@@ -119,6 +122,7 @@ func (c connCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- connectionsDesc
 	ch <- connectionsMaxDesc
 	ch <- connectionsShedDesc
+	ch <- connectionsQueuedDesc
 }
 
 func (c connCollector) Collect(ch chan<- prometheus.Metric) {
@@ -136,4 +140,5 @@ func (c connCollector) Collect(ch chan<- prometheus.Metric) {
 	}{{"evicted", st.Evicted}, {"refused", st.Refused}, {"soft_idle", st.SoftClosed}} {
 		ch <- prometheus.MustNewConstMetric(connectionsShedDesc, prometheus.CounterValue, float64(r.n), r.reason)
 	}
+	ch <- prometheus.MustNewConstMetric(connectionsQueuedDesc, prometheus.CounterValue, float64(st.Queued))
 }

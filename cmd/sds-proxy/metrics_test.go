@@ -56,7 +56,7 @@ func TestReloadMetricsWatchMode(t *testing.T) {
 
 func TestRegisterConnectionsSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	st := connlimit.Stats{Max: 100, New: 1, Idle: 2, Active: 3, Hijacked: 4, Evicted: 5, Refused: 6, SoftClosed: 7}
+	st := connlimit.Stats{Max: 100, New: 1, Idle: 2, Active: 3, Hijacked: 4, Evicted: 5, Refused: 6, SoftClosed: 7, Queued: 8}
 	registerConnections(reg, func() connlimit.Stats { return st })
 	families, err := reg.Gather()
 	if err != nil {
@@ -86,13 +86,14 @@ func TestRegisterConnectionsSeries(t *testing.T) {
 		"sds_connections_shed_total{reason=evicted}":   5,
 		"sds_connections_shed_total{reason=refused}":   6,
 		"sds_connections_shed_total{reason=soft_idle}": 7,
+		"sds_connections_queued_total":                 8,
 	} {
 		if got[key] != want {
 			t.Errorf("%s: got %v, want %v", key, got[key], want)
 		}
 	}
-	if len(got) != 8 {
-		t.Errorf("got %d series, want 8: %v", len(got), got)
+	if len(got) != 9 {
+		t.Errorf("got %d series, want 9: %v", len(got), got)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -12,6 +13,31 @@ import (
 // for a client's next request in a burst, short enough that connections
 // held idle for minutes are shed under pressure.
 const DefaultSoftIdleTimeout = 5 * time.Second
+
+// DefaultFirstRequestGrace is Options.FirstRequestGrace's default: far
+// longer than a client on the same network takes from its connect to its
+// first request, short enough that connections that never send are
+// reaped: to hold every place with them, a client must open
+// maxConnections of them every 50 ms (20,480 a second at 1,024), a
+// connection flood that costs the proxy its accepts whatever it does.
+const DefaultFirstRequestGrace = 50 * time.Millisecond
+
+// DefaultUnreadGrace is Options.UnreadGrace's default: far longer than a
+// request that has arrived waits to be read, even on a busy core.
+const DefaultUnreadGrace = time.Second
+
+// DefaultAcceptWait is Options.AcceptWait's default: about what a client
+// waits for a slow connect before it gives up or retries.
+const DefaultAcceptWait = time.Second
+
+// recheck is how often a connection waiting for a place looks again for
+// one that has become evictable (a request read, a grace passed) without
+// any state change to wake it.
+const recheck = 10 * time.Millisecond
+
+// maxScan bounds the waiting connections of one state looked at for a
+// victim per admission: the oldest ones, where victims are.
+const maxScan = 32
 
 // Options configure a Limiter. The zero value counts connections and never
 // closes one.
@@ -24,6 +50,19 @@ type Options struct {
 	// a connection waiting this long for a request (new or idle) is closed.
 	// 0 means DefaultSoftIdleTimeout.
 	SoftIdleTimeout time.Duration
+	// FirstRequestGrace: at the limit, a new connection with nothing to
+	// read is not evicted until it has been open this long: its first
+	// request may be on its way. 0 means DefaultFirstRequestGrace.
+	FirstRequestGrace time.Duration
+	// UnreadGrace: at the limit, a waiting connection whose request has
+	// arrived but not yet been read is not evicted until it has waited
+	// this long. 0 means DefaultUnreadGrace.
+	UnreadGrace time.Duration
+	// AcceptWait: at the limit with no connection to evict, a new
+	// connection waits this long for a place before it is refused; once
+	// one has waited in vain, the next are refused at once until a place
+	// shows. 0 means DefaultAcceptWait.
+	AcceptWait time.Duration
 }
 
 // SoftLimit is the count above which waiting connections are closed after
@@ -42,10 +81,11 @@ type Stats struct {
 	// New, Idle, Active and Hijacked count the open connections by state.
 	New, Idle, Active, Hijacked int
 	// Evicted counts waiting connections closed to admit a new one, Refused
-	// new connections closed at once because none was waiting, and
+	// new connections closed unserved because no place showed (AcceptWait),
 	// SoftClosed waiting connections closed after SoftIdleTimeout over the
-	// soft limit. All three are totals since New.
-	Evicted, Refused, SoftClosed uint64
+	// soft limit, and Queued new connections that had to wait for a place
+	// (admitted or refused after). All four are totals since New.
+	Evicted, Refused, SoftClosed, Queued uint64
 }
 
 // Open returns the number of open connections.
@@ -65,27 +105,50 @@ const (
 // Limiter bounds and counts the connections of one listener. It is safe
 // for concurrent use; make one with New.
 type Limiter struct {
-	softIdle time.Duration
+	softIdle, grace, unreadGrace, acceptWait time.Duration
+	// room has a token when a place may have opened (a connection closed
+	// or went idle), for an admission waiting for one.
+	room chan struct{}
 
-	mu     sync.Mutex
-	max    int
-	count  [numStates]int // by state; index 0 unused
-	open   int
-	oldest *conn // the waiting connections, oldest first ...
-	newest *conn // ... and newest last
-	timer  *time.Timer
-	armed  bool // timer is set to fire for the oldest waiting connection
+	mu    sync.Mutex
+	max   int
+	count [numStates]int // by state; index 0 unused
+	open  int
+	// fresh and idle are the waiting connections, new and idle, each
+	// oldest first.
+	fresh, idle queue
+	timer       *time.Timer
+	armed       bool // timer is set to fire for the oldest waiting connection
+	// stalled: an admission waited AcceptWait for a place in vain, and no
+	// place has shown since; the next are refused at once.
+	stalled bool
+	// waiting counts the admissions waiting for a place: only then is a
+	// room token sent.
+	waiting int
 
 	// Totals of Stats.
-	evicted, refused, softClosed uint64
+	evicted, refused, softClosed, queued uint64
 }
+
+// queue is the waiting connections of one state, oldest first.
+type queue struct{ oldest, newest *conn }
 
 // New returns a Limiter with the options o.
 func New(o Options) *Limiter {
 	if o.SoftIdleTimeout <= 0 {
 		o.SoftIdleTimeout = DefaultSoftIdleTimeout
 	}
-	return &Limiter{softIdle: o.SoftIdleTimeout, max: max(o.Max, 0)}
+	if o.FirstRequestGrace <= 0 {
+		o.FirstRequestGrace = DefaultFirstRequestGrace
+	}
+	if o.UnreadGrace <= 0 {
+		o.UnreadGrace = DefaultUnreadGrace
+	}
+	if o.AcceptWait <= 0 {
+		o.AcceptWait = DefaultAcceptWait
+	}
+	return &Limiter{softIdle: o.SoftIdleTimeout, grace: o.FirstRequestGrace, unreadGrace: o.UnreadGrace, acceptWait: o.AcceptWait,
+		room: make(chan struct{}, 1), max: max(o.Max, 0)}
 }
 
 // SetMax changes the limit; n < 1 means no limit. Lowering it closes
@@ -96,8 +159,17 @@ func (l *Limiter) SetMax(n int) {
 	l.mu.Lock()
 	l.max = max(n, 0)
 	var victims []*conn
-	for l.max > 0 && l.open > l.max && l.oldest != nil {
-		victims = append(victims, l.evict())
+	for l.max > 0 && l.open > l.max {
+		c := l.idle.oldest
+		if c == nil {
+			c = l.fresh.oldest
+		}
+		if c == nil {
+			break
+		}
+		l.drop(c)
+		l.evicted++
+		victims = append(victims, c)
 	}
 	l.arm(time.Now())
 	l.mu.Unlock()
@@ -111,22 +183,26 @@ func (l *Limiter) Stats() Stats {
 	return Stats{
 		Max: l.max,
 		New: l.count[stateNew], Idle: l.count[stateIdle], Active: l.count[stateActive], Hijacked: l.count[stateHijacked],
-		Evicted: l.evicted, Refused: l.refused, SoftClosed: l.softClosed,
+		Evicted: l.evicted, Refused: l.refused, SoftClosed: l.softClosed, Queued: l.queued,
 	}
 }
 
 // Listener returns ln with every accepted connection counted by l. Its
-// Accept admits a connection under the limit, or closes the oldest waiting
-// one to admit it, or else closes the new one at once and waits for the
-// next; it blocks only in ln.Accept. Closing the returned connection
-// releases its place.
+// Accept admits a connection under the limit; at the limit it closes a
+// waiting connection to admit it (admit says which), or else waits up to
+// AcceptWait for a place, holding the new connection and leaving the next
+// ones in the kernel's accept queue, and closes it unserved if none shows.
+// Closing the returned listener ends such a wait. Closing an accepted
+// connection releases its place.
 func (l *Limiter) Listener(ln net.Listener) net.Listener {
-	return &listener{Listener: ln, l: l}
+	return &listener{Listener: ln, l: l, done: make(chan struct{})}
 }
 
 type listener struct {
 	net.Listener
-	l *Limiter
+	l    *Limiter
+	done chan struct{} // closed by Close
+	once sync.Once
 }
 
 func (ln *listener) Accept() (net.Conn, error) {
@@ -135,15 +211,17 @@ func (ln *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, victim := ln.l.admit(nc)
-		if victim != nil {
-			victim.Conn.Close()
-		}
-		if c != nil {
+		if c := ln.l.admit(nc, ln.done); c != nil {
 			return c, nil
 		}
 		nc.Close()
 	}
+}
+
+// Close closes the listener and ends an admission waiting for a place.
+func (ln *listener) Close() error {
+	ln.once.Do(func() { close(ln.done) })
+	return ln.Listener.Close()
 }
 
 // ConnState records a connection's new state; set it as the
@@ -190,10 +268,11 @@ func unwrap(nc net.Conn) *conn {
 type conn struct {
 	net.Conn
 	l     *Limiter
-	state state     // 0 once released
-	since time.Time // when it started waiting, while new or idle
-	prev  *conn     // older waiting connection
-	next  *conn     // newer waiting connection
+	raw   syscall.RawConn // the socket, to peek at; nil for a connection that has none
+	state state           // 0 once released
+	since time.Time       // when it started waiting, while new or idle
+	prev  *conn           // older waiting connection of its state
+	next  *conn           // newer waiting connection of its state
 }
 
 // Close releases the connection's place and closes it. It may be called
@@ -214,26 +293,130 @@ func (c *conn) CloseWrite() error {
 	return errNoCloseWrite
 }
 
-// admit counts nc, closing the oldest waiting connection if the limit
-// requires it. It returns nil when nc must be refused, and the evicted
-// connection, if any, for the caller to close outside the lock.
-func (l *Limiter) admit(nc net.Conn) (c, victim *conn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.max > 0 && l.open >= l.max {
-		if l.oldest == nil {
-			l.refused++
-			return nil, nil
+// admit counts nc and returns it as a counted connection, or nil when it
+// must be refused (the caller closes it). At the limit it first closes a
+// victim (victim) to make room; with none, it waits for a place, up to
+// AcceptWait, on room tokens and every recheck, or until done is closed.
+func (l *Limiter) admit(nc net.Conn, done <-chan struct{}) *conn {
+	var waitUntil time.Time
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
 		}
-		victim = l.evict()
+	}()
+	for {
+		l.mu.Lock()
+		now := time.Now()
+		if l.max > 0 && l.open >= l.max {
+			v := l.victim(now)
+			if v == nil {
+				switch {
+				case l.stalled:
+					l.refused++
+					l.mu.Unlock()
+					return nil
+				case waitUntil.IsZero():
+					l.queued++
+					l.waiting++
+					defer l.doneWaiting()
+					waitUntil = now.Add(l.acceptWait)
+				case !now.Before(waitUntil):
+					l.stalled = true
+					l.refused++
+					l.mu.Unlock()
+					return nil
+				}
+				l.mu.Unlock()
+				d := min(waitUntil.Sub(now), recheck)
+				if timer == nil {
+					timer = time.NewTimer(d)
+				} else {
+					timer.Reset(d)
+				}
+				select {
+				case <-l.room:
+				case <-timer.C:
+				case <-done:
+					return nil
+				}
+				continue
+			}
+			l.drop(v)
+			l.evicted++
+			defer v.Conn.Close()
+		}
+		l.stalled = false
+		c := &conn{Conn: nc, l: l, state: stateNew}
+		if sc, ok := nc.(syscall.Conn); ok {
+			c.raw, _ = sc.SyscallConn()
+		}
+		l.count[stateNew]++
+		l.open++
+		l.fresh.push(c, now)
+		l.arm(now)
+		l.mu.Unlock()
+		return c
 	}
-	c = &conn{Conn: nc, l: l, state: stateNew}
-	l.count[stateNew]++
-	l.open++
-	now := time.Now()
-	l.push(c, now)
-	l.arm(now)
-	return c, victim
+}
+
+// victim returns the waiting connection to close to admit a new one at
+// now, or nil when none may be: the one that has waited longest of
+//
+//   - the idle connections whose next request has not arrived, and
+//   - the new connections that have had nothing to read for
+//     FirstRequestGrace since they were accepted, or have had their
+//     request unread for UnreadGrace.
+//
+// A request that has arrived but is not yet read (its bytes wait in the
+// socket: the server has yet to get to it) is not cut for a newcomer,
+// whose own request would be no better off, and neither is a connection
+// just accepted, whose request is likely on its way; a connection whose
+// client is slow to send, or never will, is, and so is one kept idle.
+// Only the maxScan oldest of each state are looked at. l.mu is held.
+func (l *Limiter) victim(now time.Time) *conn {
+	var idle, fresh *conn
+	n := 0
+	for c := l.idle.oldest; c != nil && n < maxScan; c, n = c.next, n+1 {
+		if !c.pending() {
+			idle = c
+			break
+		}
+	}
+	n = 0
+	for c := l.fresh.oldest; c != nil && n < maxScan; c, n = c.next, n+1 {
+		age := now.Sub(c.since)
+		if age < l.grace {
+			break // the younger ones too
+		}
+		if age >= l.unreadGrace || !c.pending() {
+			fresh = c
+			break
+		}
+	}
+	if fresh == nil || idle != nil && idle.since.Before(fresh.since) {
+		return idle
+	}
+	return fresh
+}
+
+// doneWaiting ends an admission's wait for a place.
+func (l *Limiter) doneWaiting() {
+	l.mu.Lock()
+	l.waiting--
+	l.mu.Unlock()
+}
+
+// wake tells an admission waiting for a place that one may have opened;
+// l.mu is held.
+func (l *Limiter) wake() {
+	if l.waiting == 0 {
+		return
+	}
+	select {
+	case l.room <- struct{}{}:
+	default:
+	}
 }
 
 // set moves c to state s.
@@ -243,16 +426,15 @@ func (l *Limiter) set(c *conn, s state) {
 	if c.state == 0 || c.state == s {
 		return
 	}
-	if c.state == stateNew || c.state == stateIdle {
-		l.unlink(c)
-	}
+	l.unlink(c)
 	l.count[c.state]--
 	l.count[s]++
 	c.state = s
 	if s == stateIdle {
 		now := time.Now()
-		l.push(c, now)
+		l.idle.push(c, now)
 		l.arm(now)
+		l.wake()
 	}
 }
 
@@ -268,48 +450,58 @@ func (l *Limiter) drop(c *conn) {
 	if c.state == 0 {
 		return
 	}
-	if c.state == stateNew || c.state == stateIdle {
-		l.unlink(c)
-	}
+	l.unlink(c)
 	l.count[c.state]--
 	l.open--
 	c.state = 0
+	l.wake()
 }
 
-// evict stops counting the oldest waiting connection and returns it, to be
-// closed outside the lock; l.mu is held and l.oldest is not nil.
-func (l *Limiter) evict() *conn {
-	c := l.oldest
-	l.drop(c)
-	l.evicted++
-	return c
-}
-
-// push appends c to the waiting connections; l.mu is held.
-func (l *Limiter) push(c *conn, now time.Time) {
+// push appends c to q, waiting since now; l.mu is held.
+func (q *queue) push(c *conn, now time.Time) {
 	c.since = now
-	c.prev, c.next = l.newest, nil
-	if l.newest != nil {
-		l.newest.next = c
+	c.prev, c.next = q.newest, nil
+	if q.newest != nil {
+		q.newest.next = c
 	} else {
-		l.oldest = c
+		q.oldest = c
 	}
-	l.newest = c
+	q.newest = c
 }
 
-// unlink removes c from the waiting connections; l.mu is held.
+// unlink removes c from the queue of its state, if it waits in one; l.mu
+// is held.
 func (l *Limiter) unlink(c *conn) {
+	var q *queue
+	switch c.state {
+	case stateNew:
+		q = &l.fresh
+	case stateIdle:
+		q = &l.idle
+	default:
+		return
+	}
 	if c.prev != nil {
 		c.prev.next = c.next
 	} else {
-		l.oldest = c.next
+		q.oldest = c.next
 	}
 	if c.next != nil {
 		c.next.prev = c.prev
 	} else {
-		l.newest = c.prev
+		q.newest = c.prev
 	}
 	c.prev, c.next = nil, nil
+}
+
+// longest returns the connection that has waited longest, new or idle, or
+// nil; l.mu is held.
+func (l *Limiter) longest() *conn {
+	f, i := l.fresh.oldest, l.idle.oldest
+	if f == nil || i != nil && i.since.Before(f.since) {
+		return i
+	}
+	return f
 }
 
 // overSoft reports whether more connections are open than the soft limit;
@@ -323,10 +515,11 @@ func (l *Limiter) overSoft() bool {
 // timer is not set already. A timer set for a connection that has since
 // left only fires early, and re-arms. l.mu is held.
 func (l *Limiter) arm(now time.Time) {
-	if l.armed || l.oldest == nil || !l.overSoft() {
+	oldest := l.longest()
+	if l.armed || oldest == nil || !l.overSoft() {
 		return
 	}
-	d := l.oldest.since.Add(l.softIdle).Sub(now)
+	d := oldest.since.Add(l.softIdle).Sub(now)
 	if l.timer == nil {
 		l.timer = time.AfterFunc(d, l.shed)
 	} else {
@@ -342,8 +535,7 @@ func (l *Limiter) shed() {
 	l.armed = false
 	now := time.Now()
 	var victims []*conn
-	for l.oldest != nil && l.overSoft() && now.Sub(l.oldest.since) >= l.softIdle {
-		c := l.oldest
+	for c := l.longest(); c != nil && l.overSoft() && now.Sub(c.since) >= l.softIdle; c = l.longest() {
 		l.drop(c)
 		l.softClosed++
 		victims = append(victims, c)

@@ -72,58 +72,70 @@ func TestAdmit(t *testing.T) {
 		existing string // one letter per open connection, oldest first: n(ew) i(dle) a(ctive) h(ijacked)
 		evicted  int    // index of the connection closed to admit the next; -1 for none
 		refused  bool
+		// wait passes between the existing ones and the newcomer; it
+		// starts waiting at wait for a place if it must.
+		wait time.Duration
 	}{
-		{"no limit", 0, "aaaa", -1, false},
-		{"one below the limit", 3, "ii", -1, false},
-		{"at the limit, oldest idle goes", 3, "iii", 0, false},
-		{"at the limit, the idle one goes", 3, "aia", 1, false},
-		{"a new one waiting is evictable", 3, "ana", 1, false},
-		{"oldest waiting first, new or idle", 3, "nia", 0, false},
-		{"every one active: refused", 3, "aaa", -1, true},
-		{"hijacked are not evictable", 2, "ha", -1, true},
-		{"limit of one, idle", 1, "i", 0, false},
-		{"limit of one, active", 1, "a", -1, true},
+		{"no limit", 0, "aaaa", -1, false, 0},
+		{"one below the limit", 3, "ii", -1, false, 0},
+		{"at the limit, oldest idle goes", 3, "iii", 0, false, 0},
+		{"at the limit, the idle one goes", 3, "aia", 1, false, 0},
+		{"a new one waiting is evictable", 3, "ana", 1, false, 0},
+		{"a new one within its grace stays, the idle one goes", 3, "nia", 1, false, 0},
+		{"oldest waiting first, new past its grace or idle", 3, "nia", 0, false, connlimit.DefaultFirstRequestGrace},
+		{"oldest new first", 3, "ann", 1, false, 0},
+		{"every one active: refused after AcceptWait", 3, "aaa", -1, true, 0},
+		{"hijacked are not evictable", 2, "ha", -1, true, 0},
+		{"limit of one, idle", 1, "i", 0, false, 0},
+		{"limit of one, active", 1, "a", -1, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			lim := connlimit.New(connlimit.Options{Max: tt.max})
-			server, client := pipes(t, len(tt.existing)+1)
-			ln := lim.Listener(&pipeListener{conns: server})
-			for i := range tt.existing {
+			synctest.Test(t, func(t *testing.T) {
+				lim := connlimit.New(connlimit.Options{Max: tt.max})
+				server, client := pipes(t, len(tt.existing)+1)
+				ln := lim.Listener(&pipeListener{conns: server})
+				for i := range tt.existing {
+					c, err := ln.Accept()
+					if err != nil {
+						t.Fatalf("accept %d: %v", i, err)
+					}
+					lim.ConnState(c, http.StateNew)
+					if tt.existing[i] == 'h' {
+						lim.ConnState(c, http.StateActive)
+					}
+					lim.ConnState(c, states[tt.existing[i]])
+				}
+				time.Sleep(tt.wait) // the bubble's clock
 				c, err := ln.Accept()
-				if err != nil {
-					t.Fatalf("accept %d: %v", i, err)
+				switch {
+				case tt.refused && !errors.Is(err, errDone):
+					t.Fatalf("accept: got %v, %v; want it refused (and then %v)", c, err, errDone)
+				case !tt.refused && err != nil:
+					t.Fatalf("accept: got %v, want a connection", err)
 				}
-				lim.ConnState(c, http.StateNew)
-				if tt.existing[i] == 'h' {
-					lim.ConnState(c, http.StateActive)
+				for i := range tt.existing {
+					if got, want := closed(client[i]), i == tt.evicted; got != want {
+						t.Errorf("connection %d (%c) closed: got %v, want %v", i, tt.existing[i], got, want)
+					}
 				}
-				lim.ConnState(c, states[tt.existing[i]])
-			}
-			c, err := ln.Accept()
-			switch {
-			case tt.refused && !errors.Is(err, errDone):
-				t.Fatalf("accept: got %v, %v; want it refused (and then %v)", c, err, errDone)
-			case !tt.refused && err != nil:
-				t.Fatalf("accept: got %v, want a connection", err)
-			}
-			for i := range tt.existing {
-				if got, want := closed(client[i]), i == tt.evicted; got != want {
-					t.Errorf("connection %d (%c) closed: got %v, want %v", i, tt.existing[i], got, want)
+				if got := closed(client[len(tt.existing)]); got != tt.refused {
+					t.Errorf("the new connection closed: got %v, want %v", got, tt.refused)
 				}
-			}
-			if got := closed(client[len(tt.existing)]); got != tt.refused {
-				t.Errorf("the new connection closed: got %v, want %v", got, tt.refused)
-			}
-			st := lim.Stats()
-			wantOpen := len(tt.existing) + 1
-			if tt.evicted >= 0 || tt.refused {
-				wantOpen--
-			}
-			if st.Open() != wantOpen || st.Evicted != boolCount(tt.evicted >= 0) || st.Refused != boolCount(tt.refused) {
-				t.Errorf("stats: got %+v (open %d), want open %d, evicted %d, refused %d",
-					st, st.Open(), wantOpen, boolCount(tt.evicted >= 0), boolCount(tt.refused))
-			}
+				st := lim.Stats()
+				wantOpen := len(tt.existing) + 1
+				if tt.evicted >= 0 || tt.refused {
+					wantOpen--
+				}
+				// A newcomer waits when nothing may be evicted yet: every
+				// connection is busy, or the new ones are within their
+				// FirstRequestGrace (which passes on the bubble's clock).
+				wantQueued := boolCount(tt.refused || tt.wait == 0 && tt.evicted >= 0 && tt.existing[tt.evicted] == 'n')
+				if st.Open() != wantOpen || st.Evicted != boolCount(tt.evicted >= 0) || st.Refused != boolCount(tt.refused) || st.Queued != wantQueued {
+					t.Errorf("stats: got %+v (open %d), want open %d, evicted %d, refused %d, queued %d",
+						st, st.Open(), wantOpen, boolCount(tt.evicted >= 0), boolCount(tt.refused), wantQueued)
+				}
+			})
 		})
 	}
 }

@@ -1,0 +1,207 @@
+package connlimit_test
+
+import (
+	"net"
+	"net/http"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
+)
+
+// offerListener hands out the connections sent on it, and ErrClosed once
+// closed.
+type offerListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+}
+
+func newOfferListener() *offerListener {
+	return &offerListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *offerListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *offerListener) Close() error   { close(l.done); return nil }
+func (l *offerListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// accepted is what one Accept returned.
+type accepted struct {
+	c   net.Conn
+	err error
+}
+
+// TestAdmitWaitsForAPlace: at the limit with nothing to evict, a new
+// connection waits for a place instead of being refused: a connection
+// going idle (evicted for it) or closing lets it in; one that waits
+// AcceptWait in vain is refused, and the next at once, until a place
+// shows again.
+func TestAdmitWaitsForAPlace(t *testing.T) {
+	const wait = time.Second
+	synctest.Test(t, func(t *testing.T) {
+		lim := connlimit.New(connlimit.Options{Max: 2, AcceptWait: wait, SoftIdleTimeout: time.Hour})
+		cl := newOfferListener()
+		ln := lim.Listener(cl)
+		got := make(chan accepted)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				got <- accepted{c, err}
+				if err != nil {
+					return
+				}
+			}
+		}()
+		offer := func() net.Conn {
+			s, c := net.Pipe()
+			t.Cleanup(func() { s.Close(); c.Close() })
+			cl.conns <- s
+			return c
+		}
+		var busy []net.Conn
+		for range 2 {
+			offer()
+			a := <-got
+			lim.ConnState(a.c, http.StateActive)
+			busy = append(busy, a.c)
+		}
+
+		// A third waits while both serve; the first going idle lets it in.
+		offer() // a third
+		synctest.Wait()
+		select {
+		case a := <-got:
+			t.Fatalf("admitted at the limit with both active: %v", a)
+		default:
+		}
+		time.Sleep(wait / 2)
+		lim.ConnState(busy[0], http.StateIdle)
+		a := <-got
+		if a.err != nil {
+			t.Fatalf("the waiting connection: %v, want it admitted", a.err)
+		}
+		if st := lim.Stats(); st.Queued != 1 || st.Evicted != 1 || st.Refused != 0 || st.Open() != 2 {
+			t.Errorf("after the idle one made room: got %+v, want 1 queued, 1 evicted, 0 refused, 2 open", st)
+		}
+		lim.ConnState(a.c, http.StateActive)
+
+		// A fourth waits the whole AcceptWait: refused; a fifth at once.
+		start := time.Now()
+		fourth := offer()
+		synctest.Wait()
+		time.Sleep(wait)
+		synctest.Wait()
+		if !closed(fourth) {
+			t.Fatal("a connection that waited AcceptWait for a place is open, want it refused")
+		}
+		if waited := time.Since(start); waited < wait {
+			t.Errorf("refused after %v, want after AcceptWait (%v)", waited, wait)
+		}
+		fifth := offer()
+		synctest.Wait()
+		if !closed(fifth) {
+			t.Fatal("the next connection while stalled is open, want it refused at once")
+		}
+		if st := lim.Stats(); st.Queued != 2 || st.Refused != 2 {
+			t.Errorf("stalled: got %+v, want 2 queued, 2 refused", st)
+		}
+
+		// A connection closing is a place: the next is admitted at once.
+		busy[1].Close()
+		offer()
+		if a := <-got; a.err != nil {
+			t.Fatalf("after a close: %v, want admitted", a.err)
+		}
+		ln.Close()
+		for a := range got {
+			if a.err != nil {
+				break
+			}
+		}
+	})
+}
+
+// TestAdmitSparesArrivedRequests, over real loopback sockets: at the
+// limit, a waiting connection whose request has arrived but is still
+// unread is not closed for a newcomer; the oldest one with nothing to
+// read past its FirstRequestGrace is, even if younger; one within it is
+// not; and once UnreadGrace has passed, an unread one is evictable too.
+func TestAdmitSparesArrivedRequests(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux looks at a socket for unread bytes")
+	}
+	for _, tc := range []struct {
+		name          string
+		grace, unread time.Duration
+		sends         string // per connection, oldest first: s sends a request, - sends nothing
+		evicted       int    // -1: none, the newcomer waits and is refused
+	}{
+		{"the silent one goes, not the older one whose request waits", time.Nanosecond, time.Hour, "s-s", 1},
+		{"the oldest silent one", time.Nanosecond, time.Hour, "s--", 1},
+		{"every request waiting: the oldest past its unread grace", time.Nanosecond, time.Nanosecond, "sss", 0},
+		{"silent ones within their first-request grace stay", time.Hour, time.Hour, "s--", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			lim := connlimit.New(connlimit.Options{Max: len(tc.sends), FirstRequestGrace: tc.grace, UnreadGrace: tc.unread, AcceptWait: time.Nanosecond})
+			ln := lim.Listener(raw)
+			var clients []net.Conn
+			for i, s := range tc.sends + "s" {
+				c, err := net.Dial("tcp", raw.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				clients = append(clients, c)
+				if s == 's' {
+					if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if i == len(tc.sends) && tc.evicted < 0 {
+					// Nothing to evict: the newcomer waits AcceptWait (1ns)
+					// and is refused; the listener then waits for the next.
+					go ln.Accept()
+					c.SetReadDeadline(time.Now().Add(10 * time.Second))
+					if _, err := c.Read(make([]byte, 1)); err == nil {
+						t.Fatal("the newcomer was answered, want it refused")
+					}
+					if st := lim.Stats(); st.Evicted != 0 || st.Refused != 1 {
+						t.Fatalf("got %+v, want none evicted, 1 refused", st)
+					}
+					return
+				}
+				// On loopback a write is in the peer's socket when it
+				// returns: the server's end now has the request unread.
+				sc, err := ln.Accept()
+				if err != nil {
+					t.Fatalf("connection %d: %v, want it admitted", i, err)
+				}
+				defer sc.Close()
+			}
+			// One was evicted (the counts); the one whose client reads the
+			// server's close is the expected one.
+			if st := lim.Stats(); st.Evicted != 1 || st.Open() != len(tc.sends) {
+				t.Fatalf("got %+v, want 1 evicted, %d open", st, len(tc.sends))
+			}
+			c := clients[tc.evicted]
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Errorf("connection %d (%c) is open, want it evicted", tc.evicted, tc.sends[tc.evicted])
+			}
+		})
+	}
+}
