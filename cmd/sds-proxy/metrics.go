@@ -102,7 +102,7 @@ var (
 	connectionsMaxDesc = prometheus.NewDesc("sds_connections_max",
 		"The maxConnections limit in force on the proxy port.", nil, nil)
 	connectionsShedDesc = prometheus.NewDesc("sds_connections_shed_total",
-		"Client connections closed to keep within maxConnections, by reason: evicted (a waiting one with no request arrived, to admit a new one: the oldest idle one first), refused (a new one that waited 1 s for a place in vain, and the next ones until a place shows), soft_idle (waiting for the short timeout while over 3/4 of the limit).",
+		"Client connections closed to keep within maxConnections, by reason: evicted (to admit a new one, the waiting one that has waited longest among those idle or silent for a second with no request arrived), refused (a new one that waited 2 s for a place in vain), soft_idle (waiting for the short timeout while over 3/4 of the limit).",
 		[]string{"reason"}, nil)
 	connectionsQueuedDesc = prometheus.NewDesc("sds_connections_queued_total",
 		"New client connections that found the proxy port at maxConnections with no connection to evict, and waited for a place (admitted once one showed, or refused).",

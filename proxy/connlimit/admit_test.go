@@ -42,13 +42,13 @@ type accepted struct {
 
 // TestAdmitWaitsForAPlace: at the limit with nothing to evict, a new
 // connection waits for a place instead of being refused: a connection
-// going idle (evicted for it) or closing lets it in; one that waits
-// AcceptWait in vain is refused, and the next at once, until a place
-// shows again.
+// idle for IdleGrace (evicted for it) or one closing lets it in; one that
+// waits AcceptWait in vain is refused, not a nanosecond before, and so is
+// the next, each after its own wait.
 func TestAdmitWaitsForAPlace(t *testing.T) {
-	const wait = time.Second
+	const wait, idleGrace = time.Second, time.Second / 4
 	synctest.Test(t, func(t *testing.T) {
-		lim := connlimit.New(connlimit.Options{Max: 2, AcceptWait: wait, SoftIdleTimeout: time.Hour})
+		lim := connlimit.New(connlimit.Options{Max: 2, AcceptWait: wait, IdleGrace: idleGrace, SoftIdleTimeout: time.Hour})
 		cl := newOfferListener()
 		ln := lim.Listener(cl)
 		got := make(chan accepted)
@@ -75,7 +75,9 @@ func TestAdmitWaitsForAPlace(t *testing.T) {
 			busy = append(busy, a.c)
 		}
 
-		// A third waits while both serve; the first going idle lets it in.
+		// A third waits while both serve; the first, once idle for
+		// IdleGrace, is closed to let it in.
+		start := time.Now()
 		offer() // a third
 		synctest.Wait()
 		select {
@@ -89,30 +91,34 @@ func TestAdmitWaitsForAPlace(t *testing.T) {
 		if a.err != nil {
 			t.Fatalf("the waiting connection: %v, want it admitted", a.err)
 		}
+		if got, want := time.Since(start), wait/2+idleGrace; got < want {
+			t.Errorf("admitted after %v, want after %v: the idle one goes once idle for IdleGrace", got, want)
+		}
 		if st := lim.Stats(); st.Queued != 1 || st.Evicted != 1 || st.Refused != 0 || st.Open() != 2 {
 			t.Errorf("after the idle one made room: got %+v, want 1 queued, 1 evicted, 0 refused, 2 open", st)
 		}
 		lim.ConnState(a.c, http.StateActive)
 
-		// A fourth waits the whole AcceptWait: refused; a fifth at once.
-		start := time.Now()
-		fourth := offer()
-		synctest.Wait()
-		time.Sleep(wait)
-		synctest.Wait()
-		if !closed(fourth) {
-			t.Fatal("a connection that waited AcceptWait for a place is open, want it refused")
+		// A fourth waits the whole AcceptWait: refused; a fifth waits too,
+		// and no connection behind them is taken off the kernel's queue
+		// meanwhile.
+		for n := range 2 {
+			start = time.Now()
+			c := offer()
+			synctest.Wait()
+			time.Sleep(wait - time.Nanosecond)
+			synctest.Wait()
+			if closed(c) {
+				t.Fatalf("connection %d refused before AcceptWait", 4+n)
+			}
+			time.Sleep(time.Nanosecond)
+			synctest.Wait()
+			if !closed(c) {
+				t.Fatalf("connection %d is open after waiting AcceptWait for a place, want it refused", 4+n)
+			}
 		}
-		if waited := time.Since(start); waited < wait {
-			t.Errorf("refused after %v, want after AcceptWait (%v)", waited, wait)
-		}
-		fifth := offer()
-		synctest.Wait()
-		if !closed(fifth) {
-			t.Fatal("the next connection while stalled is open, want it refused at once")
-		}
-		if st := lim.Stats(); st.Queued != 2 || st.Refused != 2 {
-			t.Errorf("stalled: got %+v, want 2 queued, 2 refused", st)
+		if st := lim.Stats(); st.Queued != 3 || st.Refused != 2 {
+			t.Errorf("after two waits in vain: got %+v, want 3 queued, 2 refused", st)
 		}
 
 		// A connection closing is a place: the next is admitted at once.
@@ -133,8 +139,9 @@ func TestAdmitWaitsForAPlace(t *testing.T) {
 // TestAdmitSparesArrivedRequests, over real loopback sockets: at the
 // limit, a waiting connection whose request has arrived but is still
 // unread is not closed for a newcomer; the oldest one with nothing to
-// read past its FirstRequestGrace is, even if younger; one within it is
-// not; and once UnreadGrace has passed, an unread one is evictable too.
+// read past its FirstRequestGrace is, even if younger, and one within it
+// is not; and once UnreadGrace has passed, an unread one is evictable
+// too.
 func TestAdmitSparesArrivedRequests(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("only Linux looks at a socket for unread bytes")
@@ -142,13 +149,13 @@ func TestAdmitSparesArrivedRequests(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		grace, unread time.Duration
-		sends         string // per connection, oldest first: s sends a request, - sends nothing
+		sends         string // per connection, oldest first, and the newcomer last: s sends a request, - sends nothing
 		evicted       int    // -1: none, the newcomer waits and is refused
 	}{
-		{"the silent one goes, not the older one whose request waits", time.Nanosecond, time.Hour, "s-s", 1},
-		{"the oldest silent one", time.Nanosecond, time.Hour, "s--", 1},
-		{"every request waiting: the oldest past its unread grace", time.Nanosecond, time.Nanosecond, "sss", 0},
-		{"silent ones within their first-request grace stay", time.Hour, time.Hour, "s--", -1},
+		{"the silent one goes, not the older one whose request waits", time.Nanosecond, time.Hour, "s-ss", 1},
+		{"the oldest silent one", time.Nanosecond, time.Hour, "s--s", 1},
+		{"every request waiting: the oldest past its unread grace", time.Nanosecond, time.Nanosecond, "ssss", 0},
+		{"silent ones within their grace stay, even for a request in hand", time.Hour, time.Hour, "s--s", -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw, err := net.Listen("tcp", "127.0.0.1:0")
@@ -156,10 +163,11 @@ func TestAdmitSparesArrivedRequests(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer raw.Close()
-			lim := connlimit.New(connlimit.Options{Max: len(tc.sends), FirstRequestGrace: tc.grace, UnreadGrace: tc.unread, AcceptWait: time.Nanosecond})
+			open := len(tc.sends) - 1
+			lim := connlimit.New(connlimit.Options{Max: open, FirstRequestGrace: tc.grace, UnreadGrace: tc.unread, AcceptWait: time.Nanosecond})
 			ln := lim.Listener(raw)
 			var clients []net.Conn
-			for i, s := range tc.sends + "s" {
+			for i, s := range tc.sends {
 				c, err := net.Dial("tcp", raw.Addr().String())
 				if err != nil {
 					t.Fatal(err)
@@ -171,7 +179,7 @@ func TestAdmitSparesArrivedRequests(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if i == len(tc.sends) && tc.evicted < 0 {
+				if i == open && tc.evicted < 0 {
 					// Nothing to evict: the newcomer waits AcceptWait (1ns)
 					// and is refused; the listener then waits for the next.
 					go ln.Accept()
@@ -194,8 +202,8 @@ func TestAdmitSparesArrivedRequests(t *testing.T) {
 			}
 			// One was evicted (the counts); the one whose client reads the
 			// server's close is the expected one.
-			if st := lim.Stats(); st.Evicted != 1 || st.Open() != len(tc.sends) {
-				t.Fatalf("got %+v, want 1 evicted, %d open", st, len(tc.sends))
+			if st := lim.Stats(); st.Evicted != 1 || st.Open() != open {
+				t.Fatalf("got %+v, want 1 evicted, %d open", st, open)
 			}
 			c := clients[tc.evicted]
 			c.SetReadDeadline(time.Now().Add(10 * time.Second))

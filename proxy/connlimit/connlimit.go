@@ -14,26 +14,39 @@ import (
 // held idle for minutes are shed under pressure.
 const DefaultSoftIdleTimeout = 5 * time.Second
 
-// DefaultFirstRequestGrace is Options.FirstRequestGrace's default: far
-// longer than a client on the same network takes from its connect to its
-// first request, short enough that connections that never send are
-// reaped: to hold every place with them, a client must open
-// maxConnections of them every 50 ms (20,480 a second at 1,024), a
-// connection flood that costs the proxy its accepts whatever it does.
-const DefaultFirstRequestGrace = 50 * time.Millisecond
+// DefaultFirstRequestGrace is Options.FirstRequestGrace's default: a new
+// connection that has sent nothing yet may be one a client dialled ahead
+// of need and holds in its pool (Go's http.Transport does), which it will
+// use; one silent for a second is closed for a newcomer. To hold every
+// place with connections that never send, a client must open
+// maxConnections of them every second (1,024 a second at the default),
+// and newcomers still get the places that come free in their turn.
+const DefaultFirstRequestGrace = time.Second
+
+// DefaultIdleGrace is Options.IdleGrace's default: a keep-alive connection
+// that carried a request within the last second is in use by a busy
+// client, which would only dial again; one idle longer is held, not used.
+const DefaultIdleGrace = time.Second
 
 // DefaultUnreadGrace is Options.UnreadGrace's default: far longer than a
 // request that has arrived waits to be read, even on a busy core.
 const DefaultUnreadGrace = time.Second
 
-// DefaultAcceptWait is Options.AcceptWait's default: about what a client
-// waits for a slow connect before it gives up or retries.
-const DefaultAcceptWait = time.Second
+// DefaultAcceptWait is Options.AcceptWait's default: longer than the
+// graces above, so that a newcomer outwaits the connections it may
+// displace, and shorter than a client waits for a slow connect.
+const DefaultAcceptWait = 2 * time.Second
 
 // recheck is how often a connection waiting for a place looks again for
 // one that has become evictable (a request read, a grace passed) without
 // any state change to wake it.
 const recheck = 10 * time.Millisecond
+
+// requestIdleGrace is how long a connection must have been idle to be
+// closed for a newcomer whose request has arrived (victim): long enough
+// that a client that reuses its connections as it goes (most recently
+// used first, as Go's http.Transport does) has moved on to others.
+const requestIdleGrace = 100 * time.Millisecond
 
 // maxScan bounds the waiting connections of one state looked at for a
 // victim per admission: the oldest ones, where victims are.
@@ -54,14 +67,20 @@ type Options struct {
 	// read is not evicted until it has been open this long: its first
 	// request may be on its way. 0 means DefaultFirstRequestGrace.
 	FirstRequestGrace time.Duration
+	// IdleGrace: at the limit, an idle keep-alive connection is not
+	// evicted until it has been idle this long. 0 means DefaultIdleGrace.
+	IdleGrace time.Duration
 	// UnreadGrace: at the limit, a waiting connection whose request has
 	// arrived but not yet been read is not evicted until it has waited
 	// this long. 0 means DefaultUnreadGrace.
 	UnreadGrace time.Duration
 	// AcceptWait: at the limit with no connection to evict, a new
-	// connection waits this long for a place before it is refused; once
-	// one has waited in vain, the next are refused at once until a place
-	// shows. 0 means DefaultAcceptWait.
+	// connection waits this long for a place before it is refused, and
+	// the ones after it wait in the kernel's accept queue meanwhile: the
+	// listener accepts no more than it can admit, so a storm of
+	// connections costs the proxy at most one refusal per AcceptWait, and
+	// its clients' retries of a full queue cost it nothing. 0 means
+	// DefaultAcceptWait.
 	AcceptWait time.Duration
 }
 
@@ -105,7 +124,7 @@ const (
 // Limiter bounds and counts the connections of one listener. It is safe
 // for concurrent use; make one with New.
 type Limiter struct {
-	softIdle, grace, unreadGrace, acceptWait time.Duration
+	softIdle, grace, idleGrace, unreadGrace, acceptWait time.Duration
 	// room has a token when a place may have opened (a connection closed
 	// or went idle), for an admission waiting for one.
 	room chan struct{}
@@ -119,9 +138,6 @@ type Limiter struct {
 	fresh, idle queue
 	timer       *time.Timer
 	armed       bool // timer is set to fire for the oldest waiting connection
-	// stalled: an admission waited AcceptWait for a place in vain, and no
-	// place has shown since; the next are refused at once.
-	stalled bool
 	// waiting counts the admissions waiting for a place: only then is a
 	// room token sent.
 	waiting int
@@ -141,13 +157,16 @@ func New(o Options) *Limiter {
 	if o.FirstRequestGrace <= 0 {
 		o.FirstRequestGrace = DefaultFirstRequestGrace
 	}
+	if o.IdleGrace <= 0 {
+		o.IdleGrace = DefaultIdleGrace
+	}
 	if o.UnreadGrace <= 0 {
 		o.UnreadGrace = DefaultUnreadGrace
 	}
 	if o.AcceptWait <= 0 {
 		o.AcceptWait = DefaultAcceptWait
 	}
-	return &Limiter{softIdle: o.SoftIdleTimeout, grace: o.FirstRequestGrace, unreadGrace: o.UnreadGrace, acceptWait: o.AcceptWait,
+	return &Limiter{softIdle: o.SoftIdleTimeout, grace: o.FirstRequestGrace, idleGrace: o.IdleGrace, unreadGrace: o.UnreadGrace, acceptWait: o.AcceptWait,
 		room: make(chan struct{}, 1), max: max(o.Max, 0)}
 }
 
@@ -298,6 +317,10 @@ func (c *conn) CloseWrite() error {
 // victim (victim) to make room; with none, it waits for a place, up to
 // AcceptWait, on room tokens and every recheck, or until done is closed.
 func (l *Limiter) admit(nc net.Conn, done <-chan struct{}) *conn {
+	c := &conn{Conn: nc, l: l, state: stateNew}
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+	}
 	var waitUntil time.Time
 	var timer *time.Timer
 	defer func() {
@@ -309,20 +332,15 @@ func (l *Limiter) admit(nc net.Conn, done <-chan struct{}) *conn {
 		l.mu.Lock()
 		now := time.Now()
 		if l.max > 0 && l.open >= l.max {
-			v := l.victim(now)
+			v := l.victim(now, c.pending())
 			if v == nil {
 				switch {
-				case l.stalled:
-					l.refused++
-					l.mu.Unlock()
-					return nil
 				case waitUntil.IsZero():
 					l.queued++
 					l.waiting++
 					defer l.doneWaiting()
 					waitUntil = now.Add(l.acceptWait)
 				case !now.Before(waitUntil):
-					l.stalled = true
 					l.refused++
 					l.mu.Unlock()
 					return nil
@@ -346,11 +364,6 @@ func (l *Limiter) admit(nc net.Conn, done <-chan struct{}) *conn {
 			l.evicted++
 			defer v.Conn.Close()
 		}
-		l.stalled = false
-		c := &conn{Conn: nc, l: l, state: stateNew}
-		if sc, ok := nc.(syscall.Conn); ok {
-			c.raw, _ = sc.SyscallConn()
-		}
 		l.count[stateNew]++
 		l.open++
 		l.fresh.push(c, now)
@@ -360,25 +373,39 @@ func (l *Limiter) admit(nc net.Conn, done <-chan struct{}) *conn {
 	}
 }
 
-// victim returns the waiting connection to close to admit a new one at
-// now, or nil when none may be: the one that has waited longest of
+// victim returns the waiting connection to close to admit a newcomer at
+// now, or nil when none may be: the one that has waited longest among the
+// waiting connections with nothing unread in their socket, that is, whose
+// next (or first) request has not arrived. A request that has arrived but
+// is not yet read (the server has yet to get to it) is never cut for a
+// newcomer, whose own request would be no better off, unless it has
+// waited UnreadGrace.
 //
-//   - the idle connections whose next request has not arrived, and
-//   - the new connections that have had nothing to read for
-//     FirstRequestGrace since they were accepted, or have had their
-//     request unread for UnreadGrace.
-//
-// A request that has arrived but is not yet read (its bytes wait in the
-// socket: the server has yet to get to it) is not cut for a newcomer,
-// whose own request would be no better off, and neither is a connection
-// just accepted, whose request is likely on its way; a connection whose
-// client is slow to send, or never will, is, and so is one kept idle.
-// Only the maxScan oldest of each state are looked at. l.mu is held.
-func (l *Limiter) victim(now time.Time) *conn {
+// Which of them a newcomer may close depends on what it holds. A new
+// connection that has sent nothing yet for FirstRequestGrace since it was
+// accepted may be closed for any newcomer, and not before: its request is
+// likely on its way. An idle connection may be closed once idle for
+// IdleGrace by a newcomer with nothing sent yet (such as a connection a
+// client dialled ahead of need), but after requestIdleGrace already by a
+// newcomer whose request has arrived: a request in hand comes before a
+// connection its client has stopped using, while one used a moment ago
+// belongs to a busy client, who would only dial again: closing those
+// feeds a storm of connections. Only the maxScan oldest of each state are
+// looked at.
+// l.mu is held.
+func (l *Limiter) victim(now time.Time, request bool) *conn {
+	idleGrace, firstGrace := l.idleGrace, l.grace
+	if request {
+		idleGrace = min(idleGrace, requestIdleGrace)
+	}
 	var idle, fresh *conn
 	n := 0
 	for c := l.idle.oldest; c != nil && n < maxScan; c, n = c.next, n+1 {
-		if !c.pending() {
+		age := now.Sub(c.since)
+		if age < idleGrace {
+			break // the younger ones too
+		}
+		if age >= l.unreadGrace || !c.pending() {
 			idle = c
 			break
 		}
@@ -386,8 +413,8 @@ func (l *Limiter) victim(now time.Time) *conn {
 	n = 0
 	for c := l.fresh.oldest; c != nil && n < maxScan; c, n = c.next, n+1 {
 		age := now.Sub(c.since)
-		if age < l.grace {
-			break // the younger ones too
+		if age < firstGrace {
+			break
 		}
 		if age >= l.unreadGrace || !c.pending() {
 			fresh = c

@@ -66,28 +66,35 @@ func closed(c net.Conn) bool {
 var states = map[byte]http.ConnState{'n': http.StateNew, 'i': http.StateIdle, 'a': http.StateActive, 'h': http.StateHijacked}
 
 func TestAdmit(t *testing.T) {
+	const (
+		firstGrace = connlimit.DefaultFirstRequestGrace
+		idleGrace  = connlimit.DefaultIdleGrace
+	)
 	tests := []struct {
 		name     string
 		max      int
 		existing string // one letter per open connection, oldest first: n(ew) i(dle) a(ctive) h(ijacked)
-		evicted  int    // index of the connection closed to admit the next; -1 for none
-		refused  bool
-		// wait passes between the existing ones and the newcomer; it
-		// starts waiting at wait for a place if it must.
-		wait time.Duration
+		// wait passes between the existing ones, all waiting from one
+		// instant, and the newcomer.
+		wait    time.Duration
+		evicted int  // index of the connection closed to admit the next; -1 for none
+		refused bool // refused after waiting AcceptWait
+		queued  bool // the newcomer waited for a place
 	}{
-		{"no limit", 0, "aaaa", -1, false, 0},
-		{"one below the limit", 3, "ii", -1, false, 0},
-		{"at the limit, oldest idle goes", 3, "iii", 0, false, 0},
-		{"at the limit, the idle one goes", 3, "aia", 1, false, 0},
-		{"a new one waiting is evictable", 3, "ana", 1, false, 0},
-		{"a new one within its grace stays, the idle one goes", 3, "nia", 1, false, 0},
-		{"oldest waiting first, new past its grace or idle", 3, "nia", 0, false, connlimit.DefaultFirstRequestGrace},
-		{"oldest new first", 3, "ann", 1, false, 0},
-		{"every one active: refused after AcceptWait", 3, "aaa", -1, true, 0},
-		{"hijacked are not evictable", 2, "ha", -1, true, 0},
-		{"limit of one, idle", 1, "i", 0, false, 0},
-		{"limit of one, active", 1, "a", -1, true, 0},
+		{"no limit", 0, "aaaa", 0, -1, false, false},
+		{"one below the limit", 3, "ii", 0, -1, false, false},
+		{"at the limit, oldest idle goes", 3, "iii", idleGrace, 0, false, false},
+		{"a busy client's idle ones stay for IdleGrace", 3, "iii", 0, 0, false, true},
+		{"at the limit, the idle one goes", 3, "aia", idleGrace, 1, false, false},
+		{"a new one past its grace is evictable", 3, "ana", firstGrace, 1, false, false},
+		{"a new one within its grace: the newcomer waits", 3, "ana", 0, 1, false, true},
+		{"oldest waiting first, new or idle", 3, "nia", idleGrace, 0, false, false},
+		{"a new one past its grace before a busy client's idle one", 3, "ina", firstGrace, 1, false, false},
+		{"oldest new first", 3, "ann", firstGrace, 1, false, false},
+		{"every one active: refused after AcceptWait", 3, "aaa", 0, -1, true, true},
+		{"hijacked are not evictable", 2, "ha", 0, -1, true, true},
+		{"limit of one, idle", 1, "i", idleGrace, 0, false, false},
+		{"limit of one, active", 1, "a", 0, -1, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,10 +134,7 @@ func TestAdmit(t *testing.T) {
 				if tt.evicted >= 0 || tt.refused {
 					wantOpen--
 				}
-				// A newcomer waits when nothing may be evicted yet: every
-				// connection is busy, or the new ones are within their
-				// FirstRequestGrace (which passes on the bubble's clock).
-				wantQueued := boolCount(tt.refused || tt.wait == 0 && tt.evicted >= 0 && tt.existing[tt.evicted] == 'n')
+				wantQueued := boolCount(tt.queued)
 				if st.Open() != wantOpen || st.Evicted != boolCount(tt.evicted >= 0) || st.Refused != boolCount(tt.refused) || st.Queued != wantQueued {
 					t.Errorf("stats: got %+v (open %d), want open %d, evicted %d, refused %d, queued %d",
 						st, st.Open(), wantOpen, boolCount(tt.evicted >= 0), boolCount(tt.refused), wantQueued)

@@ -270,6 +270,7 @@ func TestServerRefusesWhenAllActive(t *testing.T) {
 		if st := lim.Stats(); st.Idle != 2 {
 			t.Fatalf("both answered: got %+v, want 2 idle", st)
 		}
+		time.Sleep(connlimit.DefaultIdleGrace) // the bubble's clock: both are idle, not in use
 		dial(t, ml).mustGet(t)
 		if n := h.requests(); n != 3 {
 			t.Errorf("handler saw %d requests, want 3 (the refused one never reached it)", n)
