@@ -179,10 +179,7 @@ func (l *Limiter) SetMax(n int) {
 	l.max = max(n, 0)
 	var victims []*conn
 	for l.max > 0 && l.open > l.max {
-		c := l.idle.oldest
-		if c == nil {
-			c = l.fresh.oldest
-		}
+		c := l.longest()
 		if c == nil {
 			break
 		}

@@ -1,9 +1,13 @@
-// Package connlimit bounds the connections of a net/http server the way
-// nginx's worker_connections does: at most Max are open at once, and at the
-// limit a new connection is admitted by closing the oldest one that is
-// waiting for a request, so that whoever holds many idle keep-alive
-// connections cannot lock other clients out. Only when every connection is
-// busy is a new one refused (closed at once).
+// Package connlimit bounds the connections of a net/http server, built
+// for a storm of connections: at most Max are open at once, and at the
+// limit a newcomer is admitted by closing the waiting connection that has
+// waited longest among those with nothing on the way (an idle one its
+// client has stopped using, a new one that has sent nothing for its
+// grace; never one whose request has arrived unread), or else waits for a
+// place while the kernel's accept queue holds the rest, and is refused
+// only when none shows (Options, Limiter.victim). Whoever holds thousands
+// of idle keep-alive connections cannot lock other clients out: they only
+// lose their own oldest connections.
 //
 // A Limiter wraps the server's raw listener (under tls.NewListener, when
 // there is one) and is told each connection's state through
@@ -22,13 +26,13 @@
 //	hijacked  taken over by a handler (WebSocket, other upgrades)
 //
 // New and idle connections are "waiting" and may be closed to admit a new
-// one, oldest first. Active and hijacked connections are never closed by
-// the Limiter; a hijacked one counts until the handler closes it. An HTTP/2
-// connection counts once, whatever its number of streams.
+// one. Active and hijacked connections are never closed by the Limiter; a
+// hijacked one counts until the handler closes it. An HTTP/2 connection
+// counts once, whatever its number of streams.
 //
 // Over the soft limit (3/4 of Max), a connection that has been waiting for
 // SoftIdleTimeout is closed, oldest first, until the count is back at the
 // soft limit; below it, the server's own IdleTimeout and ReadHeaderTimeout
 // apply. One timer serves all connections; there is no goroutine per
-// connection and no queue.
+// connection, and the only queue is the kernel's.
 package connlimit
