@@ -583,6 +583,8 @@ func (m *model) state(now int64) State {
 		return Delay
 	case trips:
 		return Open
+	case m.recovering(now) && !m.s.Shadow:
+		return Recovering
 	}
 	return Closed
 }

@@ -104,8 +104,8 @@ func TestRecoveryFailureTripsAgain(t *testing.T) {
 			if ev := probe.Exit(at(150*ms), OK); !ev.Has(EventDelayEnded) {
 				t.Fatalf("probe exit: events %v, want the delay ended", ev)
 			}
-			if st := p.Snapshot(at(150 * ms)).Status; !st.Recovering || st.RecoveryShare != 100_000 || st.State != Closed {
-				t.Fatalf("status after the probe: %+v, want recovering at 10%%, closed", st)
+			if st := p.Snapshot(at(150 * ms)).Status; !st.Recovering || st.RecoveryShare != 100_000 || st.State != Recovering {
+				t.Fatalf("status after the probe: %+v, want recovering at 10%%, state recovering", st)
 			}
 			v, c := enter(p, at(160*ms))
 			if !v.Allowed {

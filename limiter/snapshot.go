@@ -151,6 +151,8 @@ func (p *Point) status(now time.Time, c Counts, inflight, tokens int64, readings
 		s.State = Delay
 	case s.Reason.Strategy != 0:
 		s.State = Open
+	case s.Recovering && !p.s.Shadow:
+		s.State = Recovering
 	default:
 		s.State = Closed
 	}

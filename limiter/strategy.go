@@ -69,11 +69,18 @@ const (
 	// Shadow: a shadow point whose next request would be degraded, by a
 	// strategy or by its delay, were it enforcing; it is forwarded.
 	Shadow
+	// Recovering: every strategy passes, and the point is in its recovery
+	// ramp (Policy.RecoveryTime): it forwards only a share of its requests,
+	// growing to all at the ramp's end (Status.RecoveryShare and
+	// RecoveryUntil), and degrades the rest as recovery.
+	Recovering
 )
 
-// String returns "closed", "open", "delay" or "shadow".
+// String returns "closed", "open", "delay", "shadow" or "recovering".
 func (s State) String() string {
 	switch s {
+	case Recovering:
+		return "recovering"
 	case Closed:
 		return "closed"
 	case Open:

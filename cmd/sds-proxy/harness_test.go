@@ -703,6 +703,11 @@ type pointStatus struct {
 		Strategy         string
 		Count, Threshold int64
 	}
+	// Recovery is the recovery ramp while it runs: the share admitted now.
+	Recovery *struct {
+		Share float64
+		Until time.Time
+	}
 	Events []statusEvent
 }
 

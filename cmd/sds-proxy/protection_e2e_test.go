@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -103,6 +104,26 @@ func TestRecoveryRamp(t *testing.T) {
 		t.Logf("admitted share per bucket after the delay:\n  %s", strings.Join(figures, "\n  "))
 		if n := total[buckets+1]; n > 0 && admitted[buckets+1] != n {
 			t.Errorf("after the ramp: %d of %d admitted, want all", admitted[buckets+1], n)
+		}
+	})
+
+	t.Run("the ramp reads recovering", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, "10s", 10, "routes:\n  - point: r\n    match: {}\npoints:\n  r:\n    exceptionThreshold: 1\n    delayTime: 500ms\n    recoveryTime: 30s\n")
+		e.get("/x?status=500")
+		e.get("/x") // trips, starts the delay
+		if !eventually(wait, func() bool { return e.point("r").State == "recovering" }) {
+			t.Fatalf("/status: state %q after the delay, want recovering", e.point("r").State)
+		}
+		p := e.point("r")
+		if p.Recovery == nil || p.Recovery.Share <= 0 || p.Recovery.Share >= 1 {
+			t.Errorf("/status recovery: got %+v, want a share between 0 and 1", p.Recovery)
+		}
+		e.metricIs(1, "sds_point_state", "point", "r", "state", "recovering")
+		e.metricIs(0, "sds_point_state", "point", "r", "state", "closed")
+		out, _, code := runCLI(t, "status", "-admin", e.proxy.admin)
+		if code != 0 || !regexp.MustCompile(`(?m)^r\s+enforce\s+recovering\s+admits \d+%, all in `).MatchString(out) {
+			t.Errorf("sds-proxy status (exit %d):\n%s\nwant r recovering with the share it admits", code, out)
 		}
 	})
 

@@ -384,7 +384,7 @@ func limiterReason(now time.Time, p *statusPoint) string {
 		return cell(p.State)
 	}
 	if r := p.Recovery; r != nil {
-		return fmt.Sprintf("recovering: admits %d%%, all in %s", int(r.Share*100), until(now, r.Until))
+		return fmt.Sprintf("admits %d%%, all in %s", int(r.Share*100), until(now, r.Until))
 	}
 	if a := p.Adaptive; a != nil {
 		if a.Measuring {

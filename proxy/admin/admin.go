@@ -149,7 +149,7 @@ const (
 //	    {
 //	      "name": "orders.read",
 //	      "mode": "enforce" | "shadow",
-//	      "state": "closed" | "open" | "delay" | "shadow",   // what the next plain request would get now
+//	      "state": "closed" | "open" | "delay" | "shadow" | "recovering", // what the next plain request would get now
 //	      "reason": {"strategy": "visit", "count": n, "threshold": n},
 //	                                       // state open, or shadow outside a delay: the first strategy that would trip
 //	      "delay": {"strategy": "visit", "until": time, "nextProbe": time, "probing": bool},

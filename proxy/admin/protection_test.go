@@ -61,8 +61,8 @@ func TestStatusProtection(t *testing.T) {
 		t.Fatal(err)
 	}
 	ramp, adaptive := doc.Points[0], doc.Points[1]
-	if r := ramp.Recovery; ramp.State != "closed" || r == nil || r.Share != 0.55 || !r.Until.Equal(adminT0.Add(11*time.Second)) {
-		t.Errorf("ramp point: state %s, recovery %+v; want closed, 0.55 until +11s", ramp.State, r)
+	if r := ramp.Recovery; ramp.State != "recovering" || r == nil || r.Share != 0.55 || !r.Until.Equal(adminT0.Add(11*time.Second)) {
+		t.Errorf("ramp point: state %s, recovery %+v; want recovering, 0.55 until +11s", ramp.State, r)
 	}
 	if ramp.Strategies[0].Strategy != "recovery" {
 		t.Errorf("ramp point strategies %+v, want recovery first", ramp.Strategies)

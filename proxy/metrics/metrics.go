@@ -263,12 +263,12 @@ var (
 		"The share of requests the point's recovery ramp admits now, from recoveryStart/100 to 1; 1 while no ramp runs. Only points with recoveryTime.",
 		[]string{"point"}, nil)
 	stateDesc = prometheus.NewDesc("sds_point_state",
-		"1 for the point's state at scrape time, 0 for the others: closed (every strategy passes), open (a strategy would degrade the next request), delay (inside its delay: degraded but for probes), shadow (a shadow point whose next request would be degraded were it enforcing).",
+		"1 for the point's state at scrape time, 0 for the others: closed (every strategy passes), open (a strategy would degrade the next request), delay (inside its delay: degraded but for probes), shadow (a shadow point whose next request would be degraded were it enforcing), recovering (every strategy passes, and the recovery ramp admits a growing share: sds_recovery_admitted_ratio).",
 		[]string{"point", "state"}, nil)
 )
 
 // pointStates are the states of sds_point_state, one series each.
-var pointStates = [...]limiter.State{limiter.Closed, limiter.Open, limiter.Delay, limiter.Shadow}
+var pointStates = [...]limiter.State{limiter.Closed, limiter.Open, limiter.Delay, limiter.Shadow, limiter.Recovering}
 
 // pointLabelName is the name of every point label pair.
 var pointLabelName = "point"
@@ -300,7 +300,8 @@ var countSeries = func() (series [pointCounts]struct {
 	return series
 }()
 
-// stateLabels are the label pairs state=closed, open, delay and shadow, in
+// stateLabels are the label pairs state=closed, open, delay, shadow and
+// recovering, in
 // the order of pointStates.
 var stateLabels = func() (pairs [len(pointStates)]*dto.LabelPair) {
 	name := "state"
