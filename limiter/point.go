@@ -704,6 +704,16 @@ func (c *Call) reset() {
 	c.excluded.Store(0)
 }
 
+// Began returns the instant Enter (or Admit) filled c: when its call
+// entered the point. It is the zero Time for a Call that Enter did not
+// fill.
+func (c *Call) Began() time.Time {
+	if c.p == nil {
+		return time.Time{}
+	}
+	return c.begin
+}
+
 // Exclude removes d from the call's duration: time the call spent waiting
 // on its client (a slow upload, a slow reader), which must never count as
 // the upstream's slowness. A d of 0 or less does nothing.

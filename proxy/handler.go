@@ -296,8 +296,24 @@ func (h *Handler) access(r *http.Request, c *call, upstream time.Duration) {
 		zap.Bool("degraded", !c.verdict.Allowed),
 		zap.Bool("shadow", c.verdict.Shadow),
 		zap.Duration("upstream_latency", upstream),
+		startField(c),
 		forcedField(c.forced),
 	)
+}
+
+// startLayout is the access log's start: when the call entered the point,
+// to the microsecond, so that `sds-proxy suggest` tells calls in a row
+// from calls at once (the line's ts is to the millisecond).
+const startLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+// startField is the access log's "start" field of a forwarded request, or
+// nothing for one that was not.
+func startField(c *call) zap.Field {
+	began := c.lim.Began()
+	if began.IsZero() {
+		return zap.Skip()
+	}
+	return zap.String("start", began.UTC().Format(startLayout))
 }
 
 // isStream reports whether the response is a stream whose call ends at its

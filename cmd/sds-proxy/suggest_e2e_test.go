@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,6 +97,13 @@ func TestSuggestE2E(t *testing.T) {
 		t.Fatalf("suggest: exit %d: %s", code, stderr)
 	}
 	t.Logf("suggest proposed:\n%s", block)
+	// 4 closed-loop clients: never more than 4 calls in flight, counted
+	// from each call's start, to the microsecond.
+	if m := regexp.MustCompile(`the most calls in flight at once \((\d+)\)`).FindStringSubmatch(block); m == nil {
+		t.Errorf("no in-flight figure in the block:\n%s", block)
+	} else if n, _ := strconv.Atoi(m[1]); n < 1 || n > workers {
+		t.Errorf("most calls in flight: got %d, want 1 to %d (the clients)", n, workers)
+	}
 	if !strings.Contains(block, fmt.Sprintf(": %d requests from", calls)) || !strings.Contains(block, "malformed: 1;") || !strings.Contains(block, "for a 2s window in 10 buckets") {
 		t.Errorf("the block's header does not count the malformed line or name the window:\n%s", block)
 	}

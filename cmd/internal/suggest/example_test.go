@@ -34,7 +34,7 @@ func Example() {
 	//     # 60 requests (60 forwarded, 0 degraded); upstream latency p50 10ms p90 10ms p99 30ms max 30ms; errors 0.0%
 	//     timeoutThreshold: 90ms      # p99 30ms × 3
 	//     timeoutCountThreshold: 5    # 2 × the most calls over 90ms in one 10s window (0), at least 5
-	//     visitThreshold: 20          # the most requests in one 10s window (10) × 2
+	//     visitThreshold: 20          # the most forwarded calls in one 10s window (10) × 2
 	//     concurrentThreshold: 4      # the most calls in flight at once (1) × 2, at least 4
 	//     exceptionRateThreshold: 10  # 3 × the worst 10s window's error rate (0.0%), at least 10%
 	//     exceptionRateStart: 10      # a tenth of the most requests in one window (10), at least 10

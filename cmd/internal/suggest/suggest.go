@@ -10,8 +10,10 @@
 //
 //	timeoutThreshold       p99 of the upstream latency × K, rounded up
 //	timeoutCountThreshold  2 × the most calls at or over that threshold in one window, at least MinTimeoutCount
-//	visitThreshold         the most requests in one window × H
+//	visitThreshold         the most forwarded calls in one window × H (what the
+//	                       upstream served; degraded requests are left out)
 //	concurrentThreshold    the most calls in flight at once × H, at least MinConcurrent
+//	                       (each call from its start, to the microsecond)
 //	exceptionRateThreshold 3 × the worst window's error rate, at least MinErrorRate percent, at most 100
 //	exceptionRateStart     a tenth of the most requests in one window, at least MinRateStart
 //
@@ -121,8 +123,12 @@ type Point struct {
 	// highest error percentage of a window with at least 10 forwarded
 	// calls (0 with none).
 	PeakWindow, PeakInFlight int
-	Scaled                   bool
-	WorstErrorPercent        float64
+	// PeakForwarded is PeakWindow of the forwarded calls alone (scaled
+	// alike): what the upstream served, which visitThreshold is derived
+	// from; degraded demand never is.
+	PeakForwarded     int
+	Scaled            bool
+	WorstErrorPercent float64
 	// Span is the time from the point's first request to its last.
 	Span time.Duration
 	// OverTimeout is the most forwarded calls at or over the proposed
@@ -133,11 +139,12 @@ type Point struct {
 	ends  []int64
 }
 
-// call is one forwarded call: its end (Unix ns) and upstream latency.
+// call is one forwarded call: its log line's instant and, when the line
+// has it, its start (Unix ns; 0 without one), and its upstream latency.
 type call struct {
-	end     int64
-	latency time.Duration
-	failed  bool
+	end, start int64
+	latency    time.Duration
+	failed     bool
 }
 
 // line is an access log line as proxy.Handler writes it; a nil field was
@@ -150,6 +157,9 @@ type line struct {
 	Status   *int            `json:"status"`
 	Degraded *bool           `json:"degraded"`
 	Latency  *string         `json:"upstream_latency"`
+	// Start is when a forwarded call entered its point, to the
+	// microsecond (absent from the logs of older proxies).
+	Start *string `json:"start"`
 }
 
 // Read reads a log from r: the proxy's log (access lines among the
@@ -288,7 +298,15 @@ func (rep *Report) add(points map[string]*Point, raw []byte) {
 	if failed {
 		p.Errors++
 	}
-	p.calls = append(p.calls, call{end: at.UnixNano(), latency: latency, failed: failed})
+	c := call{end: at.UnixNano(), latency: latency, failed: failed}
+	if l.Start != nil {
+		// The line's ts is to the millisecond, truncated: the start can be
+		// up to a millisecond past it.
+		if start, err := time.Parse(time.RFC3339Nano, *l.Start); err == nil && start.Before(at.Add(time.Millisecond)) {
+			c.start = start.UnixNano()
+		}
+	}
+	p.calls = append(p.calls, c)
 }
 
 // tsLayout is the ISO 8601 form sds-proxy's logger writes ts in.
@@ -326,6 +344,11 @@ func (p *Point) summarize(width int64, buckets int) {
 		p.P50, p.P90, p.P99, p.Max = quantile(lat, 0.50), quantile(lat, 0.90), quantile(lat, 0.99), lat[len(lat)-1]
 	}
 	p.PeakWindow = peakWindow(p.ends, width, buckets)
+	forwarded := make([]int64, len(p.calls))
+	for i, c := range p.calls {
+		forwarded[i] = c.end
+	}
+	p.PeakForwarded = peakWindow(forwarded, width, buckets)
 	if len(p.ends) > 0 {
 		p.Span = time.Duration(slices.Max(p.ends) - slices.Min(p.ends))
 	}
@@ -334,6 +357,7 @@ func (p *Point) summarize(width int64, buckets int) {
 		// count, says what a whole window holds.
 		seen := max(p.Span, time.Duration(width))
 		p.PeakWindow = int(math.Ceil(float64(p.Requests) * float64(window) / float64(seen)))
+		p.PeakForwarded = int(math.Ceil(float64(p.Forwarded) * float64(window) / float64(seen)))
 		p.Scaled = true
 	}
 	p.PeakInFlight = peakInFlight(p.calls)
@@ -389,7 +413,9 @@ func floorDiv(a, b int64) int64 {
 }
 
 // peakInFlight returns the most calls overlapping at once, each spanning
-// [end-latency, end).
+// [start, start+latency) when its line has a start, to the microsecond,
+// else [end-latency, end) (the line's ts, to the millisecond: calls
+// shorter than that can look simultaneous).
 func peakInFlight(calls []call) int {
 	type edge struct {
 		at    int64
@@ -397,7 +423,11 @@ func peakInFlight(calls []call) int {
 	}
 	edges := make([]edge, 0, 2*len(calls))
 	for _, c := range calls {
-		edges = append(edges, edge{c.end - int64(c.latency), 1}, edge{c.end, -1})
+		from := c.end - int64(c.latency)
+		if c.start != 0 {
+			from = c.start
+		}
+		edges = append(edges, edge{from, 1}, edge{from + int64(c.latency), -1})
 	}
 	// An end before a start at the same instant: back-to-back calls on one
 	// connection are not concurrent.
@@ -510,7 +540,7 @@ func (p *Point) Proposals(window time.Duration) []Proposal {
 	return []Proposal{
 		{"timeoutThreshold", timeout.String(), fmt.Sprintf("p99 %s × %d", fmtDuration(p.P99), TimeoutFactor)},
 		{"timeoutCountThreshold", strconv.Itoa(count), fmt.Sprintf("2 × the most calls over %s in one %s window (%d), at least %d", timeout, w, p.OverTimeout, MinTimeoutCount)},
-		{"visitThreshold", strconv.Itoa(p.PeakWindow * Headroom), p.peakWhy(w) + fmt.Sprintf(" × %d", Headroom)},
+		{"visitThreshold", strconv.Itoa(max(1, p.PeakForwarded) * Headroom), p.forwardedWhy(w)},
 		{"concurrentThreshold", strconv.Itoa(max(MinConcurrent, p.PeakInFlight*Headroom)), fmt.Sprintf("the most calls in flight at once (%d) × %d, at least %d", p.PeakInFlight, Headroom, MinConcurrent)},
 		{"exceptionRateThreshold", strconv.Itoa(rate), fmt.Sprintf("3 × the worst %s window's error rate (%.1f%%), at least %d%%", w, p.WorstErrorPercent, MinErrorRate)},
 		{"exceptionRateStart", strconv.Itoa(start), fmt.Sprintf("a tenth of the most requests in one window (%d), at least %d", p.PeakWindow, MinRateStart)},
@@ -621,6 +651,20 @@ func yamlKey(name string) string {
 		}
 	}
 	return name
+}
+
+// forwardedWhy says where visitThreshold comes from, for a window written
+// w: what the upstream served, × Headroom, and the degraded requests left
+// out.
+func (p *Point) forwardedWhy(w string) string {
+	why := fmt.Sprintf("the most forwarded calls in one %s window (%d) × %d", w, p.PeakForwarded, Headroom)
+	if p.Scaled {
+		why = fmt.Sprintf("%d forwarded calls in %s, less than a %s window, scaled to one (%d) × %d", p.Forwarded, p.Span.Round(time.Millisecond), w, p.PeakForwarded, Headroom)
+	}
+	if p.Degraded > 0 {
+		why += fmt.Sprintf(", not counting the %d degraded requests", p.Degraded)
+	}
+	return why
 }
 
 // peakWhy says where PeakWindow comes from, for a window written w.

@@ -134,7 +134,7 @@ func TestWriteYAMLIsAValidPointsBlock(t *testing.T) {
 		"timeoutThreshold: 60ms",
 		"# p99 20ms × 3",
 		"visitThreshold: 406",
-		"# the most requests in one 10s window (203) × 2",
+		"# the most forwarded calls in one 10s window (203) × 2, not counting the 10 degraded requests",
 		"  # tiny: 3 requests (3 forwarded, 0 degraded)",
 		"  #   3 forwarded calls are too few to propose thresholds (at least 50); nothing proposed, keep its settings.",
 	} {
@@ -179,7 +179,7 @@ func TestReadScalesALogShorterThanAWindow(t *testing.T) {
 		t.Errorf("got scaled %v peak %d span %v, want true, 1006 (200 × 10s / 1.99s, rounded up), 1.99s", p.Scaled, p.PeakWindow, p.Span)
 	}
 	for _, pr := range p.Proposals(rep.Window) {
-		if pr.Key == "visitThreshold" && (pr.Value != "2012" || pr.Why != "200 requests in 1.99s, less than a 10s window, scaled to one (1006) × 2") {
+		if pr.Key == "visitThreshold" && (pr.Value != "2012" || pr.Why != "200 forwarded calls in 1.99s, less than a 10s window, scaled to one (1006) × 2") {
 			t.Errorf("visitThreshold: got %s # %s", pr.Value, pr.Why)
 		}
 	}
@@ -204,7 +204,7 @@ func TestWriteYAMLAgainstTheConfig(t *testing.T) {
 	block := out.String()
 	for _, s := range []string{
 		"timeoutThreshold: 60ms      # p99 20ms × 3; now 250ms",
-		"visitThreshold: 406         # the most requests in one 10s window (203) × 2; now 1000",
+		"visitThreshold: 406         # the most forwarded calls in one 10s window (203) × 2, not counting the 10 degraded requests; now 1000",
 		"concurrentThreshold: 6      # the most calls in flight at once (3) × 2, at least 4; now off",
 		"  # tiny: 3 requests (3 forwarded, 0 degraded); upstream latency p50 1ms p90 1ms p99 1ms max 1ms; errors 0.0%; not a point of the config",
 		"  # quiet: no request in the log; nothing proposed, keep its settings.",
@@ -272,6 +272,73 @@ func TestRoundUp(t *testing.T) {
 		got, _ := p.TimeoutThreshold()
 		if got.String() != c.want {
 			t.Errorf("p99 %v: timeoutThreshold %v, want %s", c.p99, got, c.want)
+		}
+	}
+}
+
+// TestInFlightFromStarts: four closed-loop clients, each making 300 calls
+// of 200µs back to back (50µs between a response and its next request),
+// so that at most 4 are ever in flight. From the lines' starts, to the
+// microsecond, the peak is 4; from their millisecond ts alone, calls in
+// the same millisecond look simultaneous and the peak is far more.
+func TestInFlightFromStarts(t *testing.T) {
+	t.Parallel()
+	const clients, calls, took, gap = 4, 300, 200 * time.Microsecond, 50 * time.Microsecond
+	log := func(withStart bool) string {
+		var b strings.Builder
+		for c := range clients {
+			at := t0.Add(time.Duration(c) * 13 * time.Microsecond)
+			for range calls {
+				line := accessLine("api", at.Add(took), 200, false, took)
+				if withStart {
+					line = strings.TrimSuffix(line, "}") + fmt.Sprintf(`,"start":%q}`, at.Format("2006-01-02T15:04:05.000000Z07:00"))
+				}
+				b.WriteString(line + "\n")
+				at = at.Add(took + gap)
+			}
+		}
+		return b.String()
+	}
+	for _, tc := range []struct {
+		withStart bool
+		check     func(int) bool
+		want      string
+	}{
+		{true, func(n int) bool { return n == clients }, "4, the clients"},
+		{false, func(n int) bool { return n > clients }, "more than 4 (the millisecond ts blurs them)"},
+	} {
+		rep, err := suggest.Read(strings.NewReader(log(tc.withStart)), suggest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rep.Points[0].PeakInFlight; !tc.check(got) {
+			t.Errorf("with start %v: most calls in flight %d, want %s", tc.withStart, got, tc.want)
+		}
+	}
+}
+
+// TestVisitThresholdFromForwarded: a point that degraded most of its
+// demand (a visitThreshold of 50 per window against 10 times that) is
+// proposed a visitThreshold from what the upstream served, never from the
+// demand it turned away.
+func TestVisitThresholdFromForwarded(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	for i := range 6000 { // 500 a second over 12s: 50 forwarded a second, the rest degraded
+		at := t0.Add(time.Duration(i) * 2 * time.Millisecond)
+		b.WriteString(accessLine("api", at, 200, i%10 != 0, time.Millisecond) + "\n")
+	}
+	rep, err := suggest.Read(strings.NewReader(b.String()), suggest.Options{Window: 10 * time.Second, Buckets: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := rep.Points[0]
+	if p.Forwarded != 600 || p.Degraded != 5400 || p.PeakForwarded != 500 || p.PeakWindow != 5000 {
+		t.Fatalf("got %d forwarded, %d degraded, peak forwarded %d, peak demand %d; want 600, 5400, 500, 5000", p.Forwarded, p.Degraded, p.PeakForwarded, p.PeakWindow)
+	}
+	for _, pr := range p.Proposals(rep.Window) {
+		if pr.Key == "visitThreshold" && (pr.Value != "1000" || !strings.Contains(pr.Why, "not counting the 5400 degraded requests")) {
+			t.Errorf("visitThreshold: got %s # %s, want 1000 from the 500 forwarded, the degraded left out", pr.Value, pr.Why)
 		}
 	}
 }
