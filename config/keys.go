@@ -293,7 +293,7 @@ var (
 	keyRecoveryStart = &key{name: "recoveryStart", kind: kindInt, def: int64(limiter.DefaultRecoveryStart), min: bound(0), max: bound(100), unit: "percent",
 		doc: "The percent of requests the recovery ramp admits when it starts. Needs recoveryTime."}
 	keySheddableShare = &key{name: "sheddableShare", kind: kindInt, def: int64(limiter.DefaultSheddableShare), min: bound(0), max: bound(100), unit: "percent",
-		doc: "The percent of each count threshold (visitThreshold, the token bucket, concurrentThreshold, the adaptive limit) that requests of priority sheddable may use; past it they are degraded (Sds-Degraded gains ; priority=sheddable) while other requests use the rest. Such a degradation is no trip. Needs a route of priority sheddable and a count threshold."}
+		doc: "A request of priority sheddable passes each count threshold (visitThreshold, the token bucket, concurrentThreshold, the adaptive limit) only while the point's whole count, every priority's requests and itself included, is at most this percent of it; past it, it is degraded (Sds-Degraded gains ; priority=sheddable) while other requests use the rest, kept for their bursts. Such a degradation is no trip. Needs a route of priority sheddable and a count threshold."}
 	keyAdaptiveConcurrency = &key{name: "adaptiveConcurrency", kind: kindMapping, section: adaptiveSection,
 		doc: "A limit on the upstream calls in flight that follows the upstream's latency against its minimum (Envoy's gradient controller); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
 	keyClusterTokenBucket = &key{name: "clusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
