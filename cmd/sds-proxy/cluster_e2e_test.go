@@ -25,6 +25,7 @@ import (
 // fleet is n proxies with one config in front of one upstream.
 type fleet struct {
 	t       *testing.T
+	path    string // the proxies' config file
 	proxies []*proxyProcess
 	clients []*http.Client
 }
@@ -48,12 +49,17 @@ func startFleet(t *testing.T, n int, cluster, point string) *fleet {
 	}
 	path := filepath.Join(e.dir, "sds.yaml")
 	e.write(path, src)
-	f := &fleet{t: t}
+	f := &fleet{t: t, path: path}
 	for range n {
-		f.proxies = append(f.proxies, startProxy(t, path))
-		f.clients = append(f.clients, newClient(t))
+		f.add()
 	}
 	return f
+}
+
+// add starts one more proxy of the fleet's config, and its client.
+func (f *fleet) add() {
+	f.proxies = append(f.proxies, startProxy(f.t, f.path))
+	f.clients = append(f.clients, newClient(f.t))
 }
 
 // tally counts a load run's answers.
@@ -93,20 +99,13 @@ func (f *fleet) loadInto(ta *tally, workers []int, d time.Duration, wantDegraded
 					if time.Now().After(deadline) {
 						return
 					}
-					resp, err := f.clients[i].Get(f.proxies[i].url + "/work")
-					if err != nil {
-						ta.fail(err.Error())
-						continue
-					}
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					switch {
-					case resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "upstream"):
+					switch admitted, failure := f.get(i, wantDegraded); {
+					case failure != "":
+						ta.fail(failure)
+					case admitted:
 						ta.admitted.Add(1)
-					case resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Sds-Degraded") == wantDegraded:
-						ta.degraded.Add(1)
 					default:
-						ta.fail(fmt.Sprintf("%d Sds-Degraded %q %q", resp.StatusCode, resp.Header.Get("Sds-Degraded"), body))
+						ta.degraded.Add(1)
 					}
 				}
 			})
@@ -114,6 +113,25 @@ func (f *fleet) loadInto(ta *tally, workers []int, d time.Duration, wantDegraded
 	}
 	wg.Wait()
 	return ta
+}
+
+// get sends one GET to proxy i: an upstream answer is admitted, a 429
+// with wantDegraded as Sds-Degraded is not, and anything else is a
+// failure, described.
+func (f *fleet) get(i int, wantDegraded string) (admitted bool, failure string) {
+	resp, err := f.clients[i].Get(f.proxies[i].url + "/work")
+	if err != nil {
+		return false, err.Error()
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK && strings.HasPrefix(string(body), "upstream"):
+		return true, ""
+	case resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Sds-Degraded") == wantDegraded:
+		return false, ""
+	}
+	return false, fmt.Sprintf("%d Sds-Degraded %q %q", resp.StatusCode, resp.Header.Get("Sds-Degraded"), body)
 }
 
 // clusterStatus is the part of /status the tests read.

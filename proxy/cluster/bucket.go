@@ -52,6 +52,13 @@ type Bucket struct {
 	// grant; levelAt is when (Unix ns, 0 before the first answer).
 	level   atomic.Int64
 	levelAt atomic.Int64
+	// available is what the last answer said this proxy could still be
+	// granted: the level, or less when its allowance is lower. share is
+	// its fair share then, in thousandths of a token a second, and
+	// replicas the proxies Redis had heard from lately, this one included.
+	available atomic.Int64
+	share     atomic.Int64
+	replicas  atomic.Int64
 
 	// The loop's own: the demand estimate (tokens per second), the asked
 	// count at the last tick, and when it last called for this bucket.
@@ -156,9 +163,10 @@ func (b *Bucket) plan(now time.Time, tick, up bool) (want, settle int64, due boo
 	case tick:
 		due = want > 0 || settle != 0 || b.owed.Load() != 0 || time.Duration(b.expiry.Load()-now.UnixNano()) < LeaseTTL/2
 	default:
-		// Early: the lease ran dry while the shared bucket held tokens,
-		// or the bucket has none yet and spends its share meanwhile.
-		due = poked && (b.levelAt.Load() == 0 || b.level.Load() >= 1) && now.Sub(b.lastCall) >= earlyGap
+		// Early: the lease ran dry while the shared bucket held tokens
+		// this proxy may be granted, or the bucket has none yet and
+		// spends its share meanwhile.
+		due = poked && (b.levelAt.Load() == 0 || b.available.Load() >= 1) && now.Sub(b.lastCall) >= earlyGap
 	}
 	if due {
 		b.poked.Store(false)
@@ -166,15 +174,29 @@ func (b *Bucket) plan(now time.Time, tick, up bool) (want, settle int64, due boo
 	return want, settle, due
 }
 
+// answer is the lease script's answer for one bucket (script.go).
+type answer struct {
+	// granted tokens; level, the shared bucket's level left; available,
+	// what this proxy could still be granted (at most level).
+	granted, level, available int64
+	// replicas heard from lately, this one included, and this proxy's
+	// fair share in thousandths of a token a second.
+	replicas, shareMilli int64
+}
+
 // granted applies an answer at now: granted tokens join the lease, whose
-// credit is the level left divided by Replicas, until now + LeaseTTL.
-func (b *Bucket) granted(now time.Time, granted, level int64) {
-	b.held.Add(granted)
-	b.credit.Store(max(0, level/b.c.replicas))
-	b.level.Store(level)
+// credit is what this proxy could still be granted, at most the level
+// divided by Replicas, until now + LeaseTTL.
+func (b *Bucket) granted(now time.Time, a answer) {
+	b.held.Add(a.granted)
+	b.credit.Store(max(0, min(a.available, a.level/b.c.replicas)))
+	b.level.Store(a.level)
+	b.available.Store(a.available)
+	b.share.Store(a.shareMilli)
+	b.replicas.Store(a.replicas)
 	b.levelAt.Store(now.UnixNano())
 	b.expiry.Store(now.Add(LeaseTTL).UnixNano())
-	b.c.m.lease(b.name, granted, level)
+	b.c.m.lease(b.name, a)
 }
 
 // drop ends the lease: the bucket counts on its share until the next
@@ -214,6 +236,12 @@ type BucketStatus struct {
 	// Lease is the tokens in hand (below 0 by what was spent on credit);
 	// Credit is how far below 0 it may go.
 	Lease, Credit int64
+	// Share is this proxy's fair share of TokensPerSecond at the last
+	// answer, in tokens a second, and Replicas the proxies Redis had heard
+	// from in the 3 s before it, this one included (0 before the first
+	// answer).
+	Share    float64
+	Replicas int64
 	// LocalTokens is the local share's tokens, and LocalSize its
 	// capacity: TokensPerSecond ÷ Replicas per second.
 	LocalTokens, LocalSize int64
@@ -230,6 +258,8 @@ func (b *Bucket) Status(now time.Time) BucketStatus {
 		Level:       b.level.Load(),
 		Lease:       b.held.Load(),
 		Credit:      b.credit.Load(),
+		Share:       float64(b.share.Load()) / 1000,
+		Replicas:    b.replicas.Load(),
 		LocalTokens: max(0, localSize-(used+b.localInterval-1)/b.localInterval),
 		LocalSize:   localSize,
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
@@ -72,8 +73,16 @@ type Options struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 	// Replicas is how many proxies share the buckets: while Redis fails,
-	// each counts on TokensPerSecond/Replicas locally. 0 means 1.
+	// each counts on TokensPerSecond/Replicas locally. 0 means 1. While
+	// Redis answers, the budget is divided among the proxies it hears
+	// from, whatever their number.
 	Replicas int
+	// Identity names this proxy among those sharing a bucket: its fair
+	// share is kept under it in the bucket's hash. "" means the host
+	// name (a pod's name) and a random suffix, new for every process; a
+	// restarted proxy is a new replica, and the old one's share is freed
+	// 3 s after its last call.
+	Identity string
 	// Logger receives one line when Redis stops answering and one when it
 	// answers again. Required. go-redis's own logger, a global of that
 	// package, is the program's to set (redis.SetLogger): left as it is,
@@ -93,6 +102,7 @@ type Client struct {
 	rdb      redis.UniversalClient
 	timeout  time.Duration
 	prefix   string
+	identity string
 	replicas int64
 	log      *zap.Logger
 	now      func() time.Time
@@ -130,6 +140,7 @@ func New(opts Options) (*Client, error) {
 	c := &Client{
 		timeout:  opts.Timeout,
 		prefix:   opts.KeyPrefix,
+		identity: opts.Identity,
 		replicas: int64(max(1, opts.Replicas)),
 		log:      opts.Logger,
 		now:      opts.Now,
@@ -140,6 +151,9 @@ func New(opts Options) (*Client, error) {
 	}
 	if c.prefix == "" {
 		c.prefix = DefaultKeyPrefix
+	}
+	if c.identity == "" {
+		c.identity = newIdentity()
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -175,6 +189,15 @@ func New(opts Options) (*Client, error) {
 	c.rdb = redis.NewUniversalClient(uo)
 	c.m = newMetrics(opts.Registerer)
 	return c, nil
+}
+
+// newIdentity returns the host name and 8 random hex digits.
+func newIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "sds-proxy"
+	}
+	return fmt.Sprintf("%s-%08x", host, rand.Uint32())
 }
 
 // readPassword reads a password file, trailing line breaks trimmed.
@@ -373,12 +396,12 @@ func (c *Client) round(ctx context.Context, tick bool) {
 	for i := range calls {
 		lc := &calls[i]
 		vals, _ := lc.cmd.Int64Slice()
-		if len(vals) != 2 {
+		if len(vals) != 5 {
 			c.down(now, fmt.Errorf("cluster: the lease script answered %v", lc.cmd.Val()))
 			return
 		}
 		if !lc.retired {
-			lc.b.granted(end, vals[0], vals[1])
+			lc.b.granted(end, answer{granted: vals[0], level: vals[1], available: vals[2], replicas: vals[3], shareMilli: vals[4]})
 		}
 	}
 	c.upAgain(end)
@@ -394,7 +417,7 @@ func (c *Client) exec(ctx context.Context, calls []leaseCall) error {
 	run := func(calls []*leaseCall, bySHA bool) error {
 		pipe := c.rdb.Pipeline()
 		for _, lc := range calls {
-			args := []any{lc.b.rate, lc.b.size, lc.want, lc.settle}
+			args := []any{lc.b.rate, lc.b.size, lc.want, lc.settle, c.identity, lc.b.demand}
 			if bySHA {
 				lc.cmd = leaseScript.EvalSha(ctx, pipe, []string{lc.b.key}, args...)
 			} else {

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -78,7 +79,8 @@ func TestLeaseScript(t *testing.T) {
 	c := newStoppedClient(t, clustertest.Start(t).Addr)
 	ctx := context.Background()
 	// 1 token per second: the few milliseconds between calls add less than
-	// one token, which the level (rounded down) does not show.
+	// one token, which the level (rounded down) does not show. One
+	// replica: its share is the whole rate, and its allowance never binds.
 	for _, step := range []struct {
 		name                        string
 		want, settle                int64
@@ -89,16 +91,78 @@ func TestLeaseScript(t *testing.T) {
 		{"credit spent is owed below 0", 5, -3, 0, -3},
 		{"unused tokens come back", 0, 20, 0, 10},
 	} {
-		res, err := leaseScript.Eval(ctx, c.rdb, []string{"sds:test"}, 1, 10, step.want, step.settle).Int64Slice()
+		res, err := leaseScript.Eval(ctx, c.rdb, []string{"sds:test"}, 1, 10, step.want, step.settle, "a", 5).Int64Slice()
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		if res[0] != step.wantGranted || res[1] != step.wantLevelAtMax {
-			t.Errorf("%s: got granted %d level %d, want %d and %d", step.name, res[0], res[1], step.wantGranted, step.wantLevelAtMax)
+		if res[0] != step.wantGranted || res[1] != step.wantLevelAtMax || res[3] != 1 || res[4] != 1000 {
+			t.Errorf("%s: got %v, want granted %d, level %d, 1 replica, share 1000 (a token a second in thousandths)", step.name, res, step.wantGranted, step.wantLevelAtMax)
 		}
 	}
-	if ttl, err := c.rdb.PTTL(ctx, "sds:test").Result(); err != nil || ttl <= 0 || ttl > 2*time.Second {
-		t.Errorf("a full bucket's key expires in %v (%v), want within 1s", ttl, err)
+	if ttl, err := c.rdb.PTTL(ctx, "sds:test").Result(); err != nil || ttl <= 0 || ttl > 4*time.Second {
+		t.Errorf("a full bucket's key expires in %v (%v), want within 4s (the replica forgotten after 3s, and 1s)", ttl, err)
+	}
+}
+
+// TestLeaseScriptShares: the script divides the rate max-min fairly over
+// the replicas' demands, and a replica is granted at most its allowance,
+// so the first to call after a refill no longer takes the whole bucket.
+// A replica not heard from for 3 s is forgotten.
+func TestLeaseScriptShares(t *testing.T) {
+	t.Parallel()
+	c := newStoppedClient(t, clustertest.Start(t).Addr)
+	ctx := context.Background()
+	call := func(key, replica string, want, demand int64) []int64 {
+		t.Helper()
+		res, err := leaseScript.Eval(ctx, c.rdb, []string{key}, 120, 120, want, 0, replica, demand).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// {granted, level, available, replicas, share in thousandths}.
+	// Equal demand: 60 each, and the allowance of a newcomer is its share
+	// of size, full.
+	if got := call("sds:equal", "a", 120, 100); got[0] != 120 || got[3] != 1 {
+		t.Fatalf("alone: %v, want the whole bucket (120) and 1 replica", got)
+	}
+	call("sds:equal", "a", 0, 100) // the level is 0 until it refills
+	if got := call("sds:equal", "b", 0, 100); got[3] != 2 || got[4] != 60_000 {
+		t.Errorf("b beside a, equal demand: %v, want 2 replicas, share 60,000", got)
+	}
+	// Unequal demand: 10 asks less than an equal share and gets it, with
+	// 5% and 1 a second of headroom (11.5); 300 gets the rest (108.5).
+	call("sds:unequal", "big", 0, 300)
+	if got := call("sds:unequal", "small", 0, 10); got[4] != 11_500 {
+		t.Errorf("small (10/s) beside big (300/s): share %d, want 11,500", got[4])
+	}
+	if got := call("sds:unequal", "big", 0, 300); got[4] != 108_500 {
+		t.Errorf("big (300/s) beside small (10/s): share %d, want 108,500", got[4])
+	}
+	// The first to call takes its allowance, not the bucket: a full bucket
+	// of 120 shared 60/60 grants a, asking 120, its 60; b then finds its 60.
+	call("sds:first", "a", 0, 100)
+	call("sds:first", "b", 0, 100) // both heard from; the bucket is still full
+	if got := call("sds:first", "a", 120, 100); got[0] != 60 || got[2] != 0 {
+		t.Errorf("a asks 120 of a full bucket shared with b: %v, want 60 granted and 0 more available", got)
+	}
+	if got := call("sds:first", "b", 120, 100); got[0] != 60 {
+		t.Errorf("b asks 120 after a took its share: %v, want 60 granted", got)
+	}
+	// A replica last heard from 4 s ago (by Redis's clock) is forgotten.
+	tm, err := c.rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := tm.Add(-4 * time.Second).UnixMicro()
+	if err := c.rdb.HSet(ctx, "sds:gone", "r:gone", fmt.Sprintf("100 0 %d", old)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := call("sds:gone", "here", 0, 100); got[3] != 1 || got[4] != 120_000 {
+		t.Errorf("beside a replica silent for 4s: %v, want 1 replica with the whole share (120,000)", got)
+	}
+	if n, err := c.rdb.HExists(ctx, "sds:gone", "r:gone").Result(); err != nil || n {
+		t.Errorf("the silent replica's field is still there (%v, %v)", n, err)
 	}
 }
 
@@ -374,7 +438,7 @@ func BenchmarkTake(b *testing.B) {
 	bk := c.Bucket("a", 1e9, 1e9)
 	c.state.Store(stateUp)
 	now := time.Now()
-	bk.granted(now, 1<<62, 0)
+	bk.granted(now, answer{granted: 1 << 62})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

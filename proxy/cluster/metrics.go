@@ -13,6 +13,7 @@ type metrics struct {
 	errors   *prometheus.CounterVec // kind: timeout, refused, auth, other
 	duration prometheus.Histogram
 	level    *prometheus.GaugeVec   // point
+	share    *prometheus.GaugeVec   // point
 	granted  *prometheus.CounterVec // point
 }
 
@@ -38,6 +39,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		level: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sds_cluster_bucket_tokens", Help: "The shared token bucket's level at Redis's last answer, as this proxy saw it (below 0 by tokens spent on credit and not yet refilled).",
 		}, []string{"point"}),
+		share: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sds_cluster_share_tokens_per_second", Help: "This proxy's fair share of the point's shared tokensPerSecond at Redis's last answer: max-min fair over the recent demand of the proxies Redis heard from in the last 3 s.",
+		}, []string{"point"}),
 		granted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sds_cluster_granted_tokens_total", Help: "Tokens Redis granted this proxy from the point's shared bucket.",
 		}, []string{"point"}),
@@ -49,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.errors.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.up, m.calls, m.errors, m.duration, m.level, m.granted)
+		reg.MustRegister(m.up, m.calls, m.errors, m.duration, m.level, m.share, m.granted)
 	}
 	return m
 }
@@ -66,10 +70,11 @@ func (m *metrics) observe(took time.Duration, err error) {
 }
 
 // lease records one bucket's answer.
-func (m *metrics) lease(point string, granted, level int64) {
-	m.level.WithLabelValues(point).Set(float64(level))
-	if granted > 0 {
-		m.granted.WithLabelValues(point).Add(float64(granted))
+func (m *metrics) lease(point string, a answer) {
+	m.level.WithLabelValues(point).Set(float64(a.level))
+	m.share.WithLabelValues(point).Set(float64(a.shareMilli) / 1000)
+	if a.granted > 0 {
+		m.granted.WithLabelValues(point).Add(float64(a.granted))
 	}
 }
 
@@ -80,5 +85,6 @@ func (m *metrics) use(point string) { m.granted.WithLabelValues(point) }
 // forget removes the series of a point whose bucket is no longer used.
 func (m *metrics) forget(point string) {
 	m.level.DeleteLabelValues(point)
+	m.share.DeleteLabelValues(point)
 	m.granted.DeleteLabelValues(point)
 }
