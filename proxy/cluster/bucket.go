@@ -11,14 +11,16 @@ import (
 // local share it counts on while Redis fails. Take is safe for concurrent
 // use and never waits; the rest of its state belongs to the Client's loop.
 //
-// The error bound (README, "Fleet-wide budgets"): every token a proxy
+// The error bound (docs/fleet.md, "Error bound"): every token a proxy
 // spends was granted by Redis, or spent on credit or on the local share
 // before its first lease and charged at its next call, so over any span T
 // the proxies together admit at most
 // size + TokensPerSecond×T + the credit outstanding, and the credit each
 // proxy may spend is at most the shared level its last answer showed,
 // divided by Replicas (so at most size across Replicas proxies; 0 while the
-// bucket is empty, the case of sustained overload). Tokens leased but not
+// bucket is empty, the case of sustained overload), and at most what that
+// answer said it could still be granted (its fair share's allowance, or
+// the spare: script.go). Tokens leased but not
 // spent are given back at the next call; they are missing from the
 // others' view for at most a Tick, and for LeaseTTL when their proxy dies.
 type Bucket struct {
