@@ -107,6 +107,8 @@ func TestDemoWalkThrough(t *testing.T) {
 		"for i in $(seq 10); do curl -s -o /dev/null -w '%{http_code} ' -X POST " + d.proxy + "/api/orders; done; echo",
 		"for i in $(seq 5); do curl -si " + d.proxy + "/api/slow | grep -E '^HTTP|^Sds-Degraded'; done",
 		"curl -s '" + d.service + "/_control?slowLatency=10ms'",
+		"The delay's end starts a recovery ramp of 20s: slow forwards 10% of the requests at first,",
+		"Sds-Degraded: recovery; point=slow (a timeout on the way trips it again)",
 		"for i in $(seq 20); do curl -s -o /dev/null -w '%{http_code} ' " + d.proxy + "/api/flaky; done; echo",
 		"curl -s '" + d.service + "/_control?errorRate=0'",
 		"for i in $(seq 110); do curl -s -o /dev/null -D - " + d.proxy + "/hello | grep -i '^Sds-Shadow'; done | sort | uniq -c",
@@ -138,9 +140,17 @@ func TestDemoWalkThrough(t *testing.T) {
 	if count(answers[:3], "200 ") != 3 || answers[3] != "503 timeout; point=slow" || answers[4] != "503 timeout; point=slow; delay" {
 		t.Errorf("slow, 5 GETs: got %q, want 3×200, 503 timeout, 503 timeout; delay", answers)
 	}
+	// Healed, the next probe ends the delay and the recovery ramp starts:
+	// some requests are forwarded, the others get the fallback, marked
+	// recovery, as the walk-through says.
 	send(t, 1, "GET", d.service+"/_control?slowLatency=10ms")
-	if !eventually(wait, func() bool { a, _ := send(t, 1, "GET", d.proxy+"/api/slow"); return a[0] == "200 " }) {
-		t.Errorf("slow did not recover within %v of the service being healed (retryInterval 2s)", wait)
+	seen := map[string]bool{}
+	if !eventually(wait, func() bool {
+		a, _ := send(t, 1, "GET", d.proxy+"/api/slow")
+		seen[a[0]] = true
+		return seen["200 "] && seen["503 recovery; point=slow"]
+	}) {
+		t.Errorf("slow within %v of the service being healed (retryInterval 2s): got answers %v, want 200 and 503 recovery (the ramp)", wait, seen)
 	}
 
 	answers, _ = send(t, 20, "GET", d.proxy+"/api/flaky")
