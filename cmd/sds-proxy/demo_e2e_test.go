@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/internal/tooltest"
 )
 
 // demoProcess is a running `sds-proxy demo` and the URLs it printed.
@@ -234,11 +236,8 @@ func TestDemoBusyPort(t *testing.T) {
 func TestDemoWalkThroughInShell(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
-	for _, tool := range []string{"bash", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
-		}
-	}
+	tooltest.LookPath(t, "bash", "apt-get install bash")
+	tooltest.LookPath(t, "curl", "apt-get install curl")
 	d := startDemo(t, t.TempDir(), "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-upstream-listen", "127.0.0.1:0")
 	var commands []string
 	for line := range strings.SplitSeq(d.out, "\n") {

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sds-proxy/sds-proxy/internal/tooltest"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
@@ -273,7 +274,7 @@ const chromiumPath = "/usr/bin/chromium"
 func needChromium(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("no %s: %v", chromiumPath, err)
+		tooltest.Skip(t, "chromium", "no "+chromiumPath, "apt-get install chromium (.ci/run does)")
 	}
 	if testing.Short() {
 		t.Skip("starts a browser")
