@@ -94,7 +94,7 @@ func TestDashboardProtection(t *testing.T) {
 	for _, want := range []string{
 		"recovering: admitting 55% of requests, all by 12:00:11",
 		"adaptive limit 4 (measuring)",
-		"in flight (adaptive limit)",
+		"in flight (adaptive)",
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("dashboard DOM lacks %q", want)
