@@ -155,7 +155,7 @@ func TestAdminDashboardChromium(t *testing.T) {
 				`<div class="why why-open"><span class="badge mode mode-enforce"></span><span>degrading: visit 20 / 20</span></div>`,
 				`<div class="strat trips" data-strategy="visit" title="visit: 20 / 20, the next request would fail it">`,
 				`<span class="ratio">20 / 20</span>`,
-				`25 visits, 5 degraded, 0 in flight`,
+				`10s window: 25&nbsp;visits, 5&nbsp;degraded, 0&nbsp;in&nbsp;flight`,
 				`<figcaption>passed 20 / 20</figcaption>`,
 				`<li data-kind="trip"`, `<span class="ev ev-trip">trip</span> ` + html.EscapeString(tripDetail) + `</li>`,
 				`visitThreshold</dt><dd>20</dd>`,

@@ -308,6 +308,13 @@ func TestDashboardLayout(t *testing.T) {
 		}
 	}
 
+	// The summary counts every state, recovering included.
+	var summary string
+	b.eval(`document.getElementById("summary").textContent`, &summary)
+	if want := "2 closed0 open0 delay1 recovering0 shadow"; summary != want {
+		t.Errorf("the summary: got %q, want %q", summary, want)
+	}
+
 	// The event list, newest first: b's trip (:44) above a's recovery
 	// (:43), above a's trip (:42), above the fixture's own events.
 	var list []string
