@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sds-proxy/sds-proxy/internal/tooltest"
 )
@@ -211,14 +210,8 @@ func TestDemoBusyPort(t *testing.T) {
 		cmd := command("sds-proxy", "demo", "-listen", args["-listen"], "-admin", args["-admin"], "-upstream-listen", args["-upstream-listen"])
 		cmd.Dir = t.TempDir()
 		cmd.WaitDelay = wait
-		done := make(chan struct{})
-		var out []byte
-		go func() { out, err = cmd.CombinedOutput(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(wait):
-			cmd.Process.Kill()
-			<-done
+		out, ended, err := runWithin(cmd, wait)
+		if !ended {
 			t.Fatalf("%s busy: the demo did not exit within %v:\n%s", tc.flag, wait, out)
 		}
 		var exit *exec.ExitError

@@ -98,12 +98,7 @@ func TestAdminDashboardChromium(t *testing.T) {
 			f.send(t, "/closed")
 		}
 		f.send(t, "/evil")
-		if got := f.send(t, "/delay/fail").StatusCode; got != 500 {
-			t.Fatalf("GET /delay/fail: got %d, want 500", got)
-		}
-		if got := f.send(t, "/delay").StatusCode; got == 200 {
-			t.Fatalf("GET /delay after its exception: got %d, want it degraded (the delay)", got)
-		}
+		f.tripOnException(t, "/delay")
 		// The trip of orders.open as /status reports it: the timeline must
 		// show that entry.
 		_, body := f.get(t, http.MethodGet, "/status")
@@ -235,6 +230,19 @@ func TestAdminDashboardChromium(t *testing.T) {
 			t.Errorf("dashboard DOM with /status failing: want the disconnected badge:\n%s", dom)
 		}
 	})
+}
+
+// tripOnException sends GET path/fail, a 500 from the fixture's upstream,
+// and then GET path, which the exception must have degraded (a point with
+// an exceptionThreshold of 1: the trip, and its delay if it has one).
+func (f *adminFixture) tripOnException(t *testing.T, path string) {
+	t.Helper()
+	if got := f.send(t, path+"/fail").StatusCode; got != 500 {
+		t.Fatalf("GET %s/fail: got %d, want 500", path, got)
+	}
+	if got := f.send(t, path).StatusCode; got == 200 {
+		t.Fatalf("GET %s after its exception: got %d, want it degraded", path, got)
+	}
 }
 
 // cardRE matches a card's opening tag and its name.
