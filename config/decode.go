@@ -182,7 +182,35 @@ func syntaxError(p *problems, data []byte, err error) {
 	if n := firstBadLine(data); n > 0 {
 		at = pos{n, 1}
 	}
+	if tabIndented(data, at.line) {
+		p.add(at, "YAML syntax: a tab indents this line, and YAML indents with spaces only: replace the tab with spaces (the parser says: %s)", msg)
+		return
+	}
 	p.add(at, "YAML syntax: %s", msg)
+}
+
+// tabIndented reports whether line n of data (from 1) has a tab among the
+// blanks before its first other character; false for n < 1 or past the
+// last line.
+func tabIndented(data []byte, n int) bool {
+	ends := lineEnds(data)
+	if n < 1 || n > len(ends) {
+		return false
+	}
+	start := 0
+	if n > 1 {
+		start = ends[n-2]
+	}
+	for _, c := range data[start:ends[n-1]] {
+		switch c {
+		case '\t':
+			return true
+		case ' ':
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // firstBadLine returns the smallest n such that the first n lines of data

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/internal/tooltest"
 )
 
 // acmeDomain is the name the ACME tests obtain a certificate for. Pebble
@@ -37,7 +39,7 @@ func pebbleBinary(t *testing.T) string {
 			}
 		}
 	}
-	t.Skip("pebble is not installed (neither on PATH nor in $(go env GOPATH)/bin): go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3")
+	tooltest.Skip(t, "pebble", "neither on PATH nor in $(go env GOPATH)/bin", "go install github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3 (.ci/run does)")
 	return ""
 }
 

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sds-proxy/sds-proxy/internal/tooltest"
 )
 
 // completionCase is a command line being typed and what the completion
@@ -107,9 +109,7 @@ func shellWords(words []string) string {
 func TestBashCompletion(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
+	tooltest.LookPath(t, "bash", "apt-get install bash")
 	bin := filepath.Join(binDir, "sds-proxy")
 	script := "source <('" + bin + "' completion bash) || exit 1\ncomplete -p sds-proxy\n" +
 		`t() { COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _sds_proxy; echo "${COMPREPLY[*]}"; }` + "\n"
@@ -157,7 +157,7 @@ func TestZshCompletion(t *testing.T) {
 		t.Errorf("the zsh script does not load bashcompinit and then the bash script:\n%s", zsh)
 	}
 	if _, err := exec.LookPath("zsh"); err != nil {
-		t.Skip("no zsh: checked the script's text only")
+		tooltest.Skip(t, "zsh", "not on PATH, so only the script's text was checked", "apt-get install zsh (.ci/run does)")
 	}
 	bin := filepath.Join(binDir, "sds-proxy")
 	script := "source <('" + bin + "' completion zsh) || exit 1\nprint -r -- ${_comps[sds-proxy]}\n" +

@@ -10,7 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sds-proxy/sds-proxy/internal/tooltest"
 )
 
 // demoProcess is a running `sds-proxy demo` and the URLs it printed.
@@ -107,6 +108,8 @@ func TestDemoWalkThrough(t *testing.T) {
 		"for i in $(seq 10); do curl -s -o /dev/null -w '%{http_code} ' -X POST " + d.proxy + "/api/orders; done; echo",
 		"for i in $(seq 5); do curl -si " + d.proxy + "/api/slow | grep -E '^HTTP|^Sds-Degraded'; done",
 		"curl -s '" + d.service + "/_control?slowLatency=10ms'",
+		"The delay's end starts a recovery ramp of 20s: slow forwards 10% of the requests at first,",
+		"Sds-Degraded: recovery; point=slow (a timeout on the way trips it again)",
 		"for i in $(seq 20); do curl -s -o /dev/null -w '%{http_code} ' " + d.proxy + "/api/flaky; done; echo",
 		"curl -s '" + d.service + "/_control?errorRate=0'",
 		"for i in $(seq 110); do curl -s -o /dev/null -D - " + d.proxy + "/hello | grep -i '^Sds-Shadow'; done | sort | uniq -c",
@@ -138,9 +141,17 @@ func TestDemoWalkThrough(t *testing.T) {
 	if count(answers[:3], "200 ") != 3 || answers[3] != "503 timeout; point=slow" || answers[4] != "503 timeout; point=slow; delay" {
 		t.Errorf("slow, 5 GETs: got %q, want 3×200, 503 timeout, 503 timeout; delay", answers)
 	}
+	// Healed, the next probe ends the delay and the recovery ramp starts:
+	// some requests are forwarded, the others get the fallback, marked
+	// recovery, as the walk-through says.
 	send(t, 1, "GET", d.service+"/_control?slowLatency=10ms")
-	if !eventually(wait, func() bool { a, _ := send(t, 1, "GET", d.proxy+"/api/slow"); return a[0] == "200 " }) {
-		t.Errorf("slow did not recover within %v of the service being healed (retryInterval 2s)", wait)
+	seen := map[string]bool{}
+	if !eventually(wait, func() bool {
+		a, _ := send(t, 1, "GET", d.proxy+"/api/slow")
+		seen[a[0]] = true
+		return seen["200 "] && seen["503 recovery; point=slow"]
+	}) {
+		t.Errorf("slow within %v of the service being healed (retryInterval 2s): got answers %v, want 200 and 503 recovery (the ramp)", wait, seen)
 	}
 
 	answers, _ = send(t, 20, "GET", d.proxy+"/api/flaky")
@@ -199,14 +210,8 @@ func TestDemoBusyPort(t *testing.T) {
 		cmd := command("sds-proxy", "demo", "-listen", args["-listen"], "-admin", args["-admin"], "-upstream-listen", args["-upstream-listen"])
 		cmd.Dir = t.TempDir()
 		cmd.WaitDelay = wait
-		done := make(chan struct{})
-		var out []byte
-		go func() { out, err = cmd.CombinedOutput(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(wait):
-			cmd.Process.Kill()
-			<-done
+		out, ended, err := runWithin(cmd, wait)
+		if !ended {
 			t.Fatalf("%s busy: the demo did not exit within %v:\n%s", tc.flag, wait, out)
 		}
 		var exit *exec.ExitError
@@ -224,11 +229,8 @@ func TestDemoBusyPort(t *testing.T) {
 func TestDemoWalkThroughInShell(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
-	for _, tool := range []string{"bash", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
-		}
-	}
+	tooltest.LookPath(t, "bash", "apt-get install bash")
+	tooltest.LookPath(t, "curl", "apt-get install curl")
 	d := startDemo(t, t.TempDir(), "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-upstream-listen", "127.0.0.1:0")
 	var commands []string
 	for line := range strings.SplitSeq(d.out, "\n") {

@@ -36,10 +36,13 @@ type readWalk struct {
 // createWalk is orders.create: a token bucket.
 type createWalk struct{ Rate, Size, Loop int64 }
 
-// slowWalk is slow: timeouts, a delay and its probes.
+// slowWalk is slow: timeouts, a delay and its probes, and the recovery
+// ramp after the delay (Ramp 0: none).
 type slowWalk struct {
 	Timeout, Delay, Retry time.Duration
 	Count, Loop           int64
+	Ramp                  time.Duration // recoveryTime
+	RampStart             int64         // recoveryStart, the percent admitted as the ramp starts
 }
 
 // flakyWalk is flaky: exceptions, and the share of tripped calls degraded.
@@ -77,6 +80,9 @@ func newWalkThrough(file *config.File, service, proxy, admin, configPath string,
 		count, on := p.TimeoutCountThreshold.Get()
 		if on && p.TimeoutThreshold > 0 {
 			w.Slow = &slowWalk{Timeout: p.TimeoutThreshold, Count: count, Delay: p.DelayTime, Retry: p.RetryInterval, Loop: count + 2}
+			if p.DelayTime > 0 && p.RecoveryTime > 0 {
+				w.Slow.Ramp, w.Slow.RampStart = p.RecoveryTime, p.RecoveryStartPercent()
+			}
 			shown[p.Name] = true
 		}
 	}
@@ -156,6 +162,12 @@ func (w walkThrough) text() string {
 		}
 		b.WriteString(":\n")
 		fmt.Fprintf(&b, "  curl -s '%s/_control?slowLatency=10ms'\n", w.Service)
+		if s.Ramp > 0 {
+			fmt.Fprintf(&b, "The delay's end starts a recovery ramp of %s: slow forwards %d%% of the requests at first,\n", s.Ramp, s.RampStart)
+			b.WriteString("rising to all of them, and the others still get the fallback, marked\n")
+			b.WriteString("Sds-Degraded: recovery; point=slow (a timeout on the way trips it again). Send the loop\n")
+			fmt.Fprintf(&b, "above again to watch the share grow; slow is closed once the %s are over.\n", s.Ramp)
+		}
 	}
 	if f := w.Flaky; f != nil {
 		fmt.Fprintf(&b, "\nflaky fails half its calls (500); the %s exception in the window trips it (exception),\n", ordinal(f.Exceptions))

@@ -229,6 +229,24 @@ func start(t *testing.T, cmd *exec.Cmd) (*process, error) {
 	return p, nil
 }
 
+// runWithin runs cmd to its end and returns its output (stdout and
+// stderr together) and Run's error; one still running after timeout is
+// killed, and ended is then false.
+func runWithin(cmd *exec.Cmd, timeout time.Duration) (out []byte, ended bool, err error) {
+	done := make(chan struct{})
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return out, true, err
+	case <-timer.C:
+		cmd.Process.Kill()
+		<-done
+		return out, false, err
+	}
+}
+
 // startProcess starts a built binary with args; see start.
 func startProcess(t *testing.T, name string, args ...string) *process {
 	t.Helper()

@@ -62,3 +62,43 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstRunMessages: what a newcomer sees on a first try. sds-proxy
+// run in a directory without sds.yaml, or on a -config file that does not
+// exist, says what to run instead (-config, -upstream, demo); a config
+// indented with a tab is refused at the tab's line, naming the tab, by
+// run and by validate. Each exits 1.
+func TestFirstRunMessages(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	dir := t.TempDir()
+	tabbed := filepath.Join(dir, "tabbed.yaml")
+	if err := os.WriteFile(tabbed, []byte("upstream: http://127.0.0.1:9000\npoints:\n  p:\n\t  visitThreshold: 5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next := "Next, one of:\n" +
+		"  sds-proxy -config FILE    run the proxy on the config file FILE\n" +
+		"  sds-proxy -upstream URL   run a plain proxy in front of URL, with no points\n" +
+		"  sds-proxy demo            run the built-in example in front of a demo service\n"
+	tabLine := tabbed + ":4:1: YAML syntax: a tab indents this line, and YAML indents with spaces only: replace the tab with spaces"
+	for _, tc := range []struct {
+		args []string
+		want string // in stdout and stderr together
+	}{
+		{nil, "sds-proxy: no sds.yaml in this directory (stat sds.yaml: no such file or directory). " + next},
+		{[]string{"run"}, "sds-proxy: no sds.yaml in this directory (stat sds.yaml: no such file or directory). " + next},
+		{[]string{"run", "-config", "other.yaml"}, "sds-proxy: no config file other.yaml (stat other.yaml: no such file or directory). " + next},
+		{[]string{"run", "-config", tabbed}, "sds-proxy: " + tabLine},
+		{[]string{"validate", "-config", tabbed}, tabLine},
+	} {
+		var out strings.Builder
+		cmd := command("sds-proxy", tc.args...)
+		cmd.Dir = dir
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("sds-proxy %q: got %v and\n%s\nwant exit code 1 and\n%s", tc.args, err, out.String(), tc.want)
+		}
+	}
+}

@@ -133,7 +133,9 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 }
 
 // loadConfig reads the config file. Without one, a given -upstream runs a
-// plain proxy with no points and nothing to watch.
+// plain proxy with no points and nothing to watch; otherwise a missing
+// file is an error that says what to do instead (errNoConfig), and still
+// matches fs.ErrNotExist.
 func loadConfig(path string, given bool, opts config.Options) (*config.File, bool, error) {
 	file, err := config.Load(path, opts)
 	if err == nil {
@@ -143,7 +145,25 @@ func loadConfig(path string, given bool, opts config.Options) (*config.File, boo
 		file, err = config.Default(opts)
 		return file, false, err
 	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, errNoConfig(path, given, err)
+	}
 	return nil, false, err
+}
+
+// errNoConfig is the error of a run whose config file at path does not
+// exist (err, which it wraps): what to run instead, one command a line.
+// given tells whether -config named the file, or run looked for sds.yaml
+// by default.
+func errNoConfig(path string, given bool, err error) error {
+	what := "no " + path + " in this directory"
+	if given {
+		what = "no config file " + path
+	}
+	return fmt.Errorf("%s (%w). Next, one of:\n"+
+		"  sds-proxy -config FILE    run the proxy on the config file FILE\n"+
+		"  sds-proxy -upstream URL   run a plain proxy in front of URL, with no points\n"+
+		"  sds-proxy demo            run the built-in example in front of a demo service", what, err)
 }
 
 // instance is one running proxy: what runProxy builds, serves and drains.

@@ -138,7 +138,7 @@ const (
 //	      "change": "..."                  // omitted when empty
 //	    }
 //	  },
-//	  "events": [event, ...],              // every event of the last 15 minutes, oldest first, at most 500
+//	  "events": [event, ...],              // every event of the last 15 minutes, oldest first by "at", at most 500
 //	  "cluster": {                         // the Redis of the shared token buckets; omitted without cluster:
 //	    "up": bool,                        // Redis answered the last call; false before the first
 //	    "since": time,                     // when up last changed; omitted before the first call
@@ -195,7 +195,7 @@ const (
 //	        "bucketSeconds": 1,
 //	        "buckets": [{"visits": n, "degraded": n, "exceptions": n, "timeouts": n}, ...]  // oldest first
 //	      },
-//	      "events": [event, ...],          // this point's events of the last 15 minutes, oldest first, at most 50
+//	      "events": [event, ...],          // this point's events of the last 15 minutes, oldest first by "at", at most 50
 //	      "cluster": {                     // the point's shared token bucket; omitted without clusterTokenBucket
 //	        "shared": bool,                // true: requests spend Redis's lease; false: the local share
 //	        "tokensPerSecond": n, "size": n,

@@ -126,10 +126,10 @@ func TestDashboardCluster(t *testing.T) {
 	}{
 		{"shared", cluster.Status{Up: true, Since: at, Replicas: 4, Timeout: 50 * time.Millisecond, Buckets: []cluster.BucketStatus{
 			{Name: "orders", TokensPerSecond: 100, Size: 100, Shared: true, Level: 30, LevelAt: at, Lease: 3, Credit: 7, LocalTokens: 25, LocalSize: 25},
-		}}, []string{`data-strategy="cluster_token_bucket"`, `shared tokens used`, `70 / 100`, `shared bucket 30/100`}},
+		}}, []string{`data-strategy="cluster_token_bucket"`, `shared tokens used`, `70 / 100`, `shared&nbsp;bucket&nbsp;30/100`}},
 		{"down", cluster.Status{Since: at, LastError: "connection refused", Replicas: 4, Timeout: 50 * time.Millisecond, Buckets: []cluster.BucketStatus{
 			{Name: "orders", TokensPerSecond: 100, Size: 100, LocalTokens: 5, LocalSize: 25},
-		}}, []string{`shared tokens used`, `20 / 25`, `Redis down: local share 5/25`}},
+		}}, []string{`shared tokens used`, `20 / 25`, `Redis&nbsp;down:&nbsp;local&nbsp;share&nbsp;5/25`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(admin.New(admin.Options{Points: snapshots{a}, Gatherer: prometheus.NewRegistry(),

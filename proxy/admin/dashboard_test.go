@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sds-proxy/sds-proxy/internal/tooltest"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
@@ -97,12 +98,7 @@ func TestAdminDashboardChromium(t *testing.T) {
 			f.send(t, "/closed")
 		}
 		f.send(t, "/evil")
-		if got := f.send(t, "/delay/fail").StatusCode; got != 500 {
-			t.Fatalf("GET /delay/fail: got %d, want 500", got)
-		}
-		if got := f.send(t, "/delay").StatusCode; got == 200 {
-			t.Fatalf("GET /delay after its exception: got %d, want it degraded (the delay)", got)
-		}
+		f.tripOnException(t, "/delay")
 		// The trip of orders.open as /status reports it: the timeline must
 		// show that entry.
 		_, body := f.get(t, http.MethodGet, "/status")
@@ -154,7 +150,7 @@ func TestAdminDashboardChromium(t *testing.T) {
 				`<div class="why why-open"><span class="badge mode mode-enforce"></span><span>degrading: visit 20 / 20</span></div>`,
 				`<div class="strat trips" data-strategy="visit" title="visit: 20 / 20, the next request would fail it">`,
 				`<span class="ratio">20 / 20</span>`,
-				`25 visits, 5 degraded, 0 in flight`,
+				`10s window: 25&nbsp;visits, 5&nbsp;degraded, 0&nbsp;in&nbsp;flight`,
 				`<figcaption>passed 20 / 20</figcaption>`,
 				`<li data-kind="trip"`, `<span class="ev ev-trip">trip</span> ` + html.EscapeString(tripDetail) + `</li>`,
 				`visitThreshold</dt><dd>20</dd>`,
@@ -236,6 +232,19 @@ func TestAdminDashboardChromium(t *testing.T) {
 	})
 }
 
+// tripOnException sends GET path/fail, a 500 from the fixture's upstream,
+// and then GET path, which the exception must have degraded (a point with
+// an exceptionThreshold of 1: the trip, and its delay if it has one).
+func (f *adminFixture) tripOnException(t *testing.T, path string) {
+	t.Helper()
+	if got := f.send(t, path+"/fail").StatusCode; got != 500 {
+		t.Fatalf("GET %s/fail: got %d, want 500", path, got)
+	}
+	if got := f.send(t, path).StatusCode; got == 200 {
+		t.Fatalf("GET %s after its exception: got %d, want it degraded", path, got)
+	}
+}
+
 // cardRE matches a card's opening tag and its name.
 var cardRE = regexp.MustCompile(`<article class="card"([^>]*)><div class="card-head"><h2 class="name" title="[^"]*">([^<]*)</h2>`)
 
@@ -273,7 +282,7 @@ const chromiumPath = "/usr/bin/chromium"
 func needChromium(t *testing.T) {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("no %s: %v", chromiumPath, err)
+		tooltest.Skip(t, "chromium", "no "+chromiumPath, "apt-get install chromium (.ci/run does)")
 	}
 	if testing.Short() {
 		t.Skip("starts a browser")

@@ -93,8 +93,8 @@ func TestDashboardProtection(t *testing.T) {
 	dom := dumpDOM(t, f.srv.URL+"/")
 	for _, want := range []string{
 		"recovering: admitting 55% of requests, all by 12:00:11",
-		"adaptive limit 4 (measuring)",
-		"in flight (adaptive limit)",
+		"adaptive&nbsp;limit&nbsp;4&nbsp;(measuring)",
+		"in flight (adaptive)",
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("dashboard DOM lacks %q", want)

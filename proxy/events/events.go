@@ -108,7 +108,11 @@ func (r *ring) last() *Event {
 	return r.buf[(r.next+len(r.buf)-1)%len(r.buf)]
 }
 
-// since appends to out the events at or after t, oldest first.
+// since appends to out the events at or after t (or repeated after it),
+// sorted by At, oldest first. The ring holds them in the order they
+// entered it, which is not their order in time: a recovery held back for
+// FlapHold enters after the events of other points that happened
+// meanwhile.
 func (r *ring) since(out []Event, t time.Time) []Event {
 	start := 0
 	if r.full {
@@ -124,6 +128,7 @@ func (r *ring) since(out []Event, t time.Time) []Event {
 			out = append(out, *e)
 		}
 	}
+	slices.SortStableFunc(out, func(a, b Event) int { return a.At.Compare(b.At) })
 	return out
 }
 
@@ -186,7 +191,8 @@ func (l *Log) Flush(now time.Time) {
 }
 
 // Since returns the events at or after t (or repeated after it), oldest
-// first: every kind, every point.
+// first by At (ties in the order they were added): every kind, every
+// point.
 func (l *Log) Since(t time.Time) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -194,7 +200,7 @@ func (l *Log) Since(t time.Time) []Event {
 }
 
 // PointSince returns point's events at or after t (or repeated after it),
-// oldest first.
+// oldest first by At.
 func (l *Log) PointSince(point string, t time.Time) []Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()

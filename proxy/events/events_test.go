@@ -81,3 +81,31 @@ func TestLogFlapping(t *testing.T) {
 		t.Errorf("global: %v, want %v", got, want)
 	}
 }
+
+// TestLogOrderedByTime: a recovery held back for FlapHold enters the
+// history after another point's trip that happened meanwhile; Since still
+// lists every event by its time, oldest first (a dashboard that lists them
+// newest first then shows the later trip above the recovery).
+func TestLogOrderedByTime(t *testing.T) {
+	l := New(10, 10)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	l.Add(Event{At: at(0), Kind: Trip, Point: "a", Strategy: "visit"})
+	l.Add(Event{At: at(43 * time.Second), Kind: Recover, Point: "a"})
+	l.Add(Event{At: at(44 * time.Second), Kind: Trip, Point: "b", Strategy: "visit"})
+	l.Add(Event{At: at(44*time.Second + 500*time.Millisecond), Kind: Trip, Point: "c", Strategy: "timeout"})
+	l.Flush(at(45 * time.Second)) // a's recovery enters now, after b's and c's trips
+	l.Add(Event{At: at(46 * time.Second), Kind: Reload})
+	got := l.Since(time.Time{})
+	if want := []string{"a:trip", "a:recover", "b:trip", "c:trip", ":reload"}; !slices.Equal(kinds(got), want) {
+		t.Errorf("Since: got %v, want %v", kinds(got), want)
+	}
+	if !slices.IsSortedFunc(got, func(a, b Event) int { return a.At.Compare(b.At) }) {
+		t.Errorf("Since: got %v, want sorted by At", got)
+	}
+	if got, want := kinds(l.Since(at(43*time.Second))), []string{"a:recover", "b:trip", "c:trip", ":reload"}; !slices.Equal(got, want) {
+		t.Errorf("Since +43s: got %v, want %v", got, want)
+	}
+	if got, want := kinds(l.PointSince("a", time.Time{})), []string{"a:trip", "a:recover"}; !slices.Equal(got, want) {
+		t.Errorf("PointSince a: got %v, want %v", got, want)
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/internal/tooltest"
 )
 
 // Server is one redis-server process (or sentinel) started by a test.
@@ -42,13 +44,19 @@ func Available() bool {
 	return err == nil
 }
 
+// skip skips t for the missing redis-server, in the module's one line.
+func skip(t testing.TB) {
+	t.Helper()
+	tooltest.Skip(t, "redis-server", "not on PATH", "apt-get install redis-server (.ci/run does)")
+}
+
 // Start starts a redis-server on a free port with extra arguments (such
 // as "--requirepass", "secret"); it fails the test if the server does not
 // answer within 10 seconds.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	if !Available() {
-		t.Skip("redis-server is not installed (apt-get install -y redis-server)")
+		skip(t)
 	}
 	s := &Server{t: t, dir: t.TempDir(), portFlag: "--port"}
 	s.args = append([]string{"--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--dir", s.dir}, extra...)
@@ -67,7 +75,7 @@ func Start(t testing.TB, extra ...string) *Server {
 func StartSentinel(t testing.TB, name, masterAddr string, downAfter time.Duration) *Server {
 	t.Helper()
 	if !Available() {
-		t.Skip("redis-server is not installed (apt-get install -y redis-server)")
+		skip(t)
 	}
 	host, port, _ := net.SplitHostPort(masterAddr)
 	s := &Server{t: t, dir: t.TempDir(), portFlag: "--port"}
@@ -173,7 +181,7 @@ func (s *Server) start(port int) {
 func StartTLS(t testing.TB, certFile, keyFile, caFile string, client *tls.Config) *Server {
 	t.Helper()
 	if !Available() {
-		t.Skip("redis-server is not installed (apt-get install -y redis-server)")
+		skip(t)
 	}
 	s := &Server{t: t, dir: t.TempDir(), portFlag: "--tls-port", tls: client}
 	s.args = []string{"--save", "", "--appendonly", "no", "--bind", "127.0.0.1", "--dir", s.dir, "--port", "0",
