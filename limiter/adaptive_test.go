@@ -1,8 +1,6 @@
 package limiter
 
 import (
-	"container/heap"
-	"slices"
 	"testing"
 	"time"
 )
@@ -27,108 +25,134 @@ func fill(t *testing.T, p *Point, n int, now time.Time) []*Call {
 	return calls
 }
 
-// measure runs the minimum-latency measurement of p from at(0): batches of
-// MinLimit calls of latency d until MinLatencySamples have ended, then one
-// interval more. It returns the instant after.
-func measure(t *testing.T, p *Point, d time.Duration) time.Time {
-	t.Helper()
-	a := p.Settings().AdaptiveConcurrency
-	now := at(0)
-	_, first := enter(p, now) // starts the first interval
-	first.Exit(now, Canceled) // and is no sample
-	for ended := 0; ended < MinLatencySamples; {
-		for _, c := range fill(t, p, int(a.MinLimit), now) {
-			c.Exit(now.Add(d), OK)
-			ended++
-		}
-		now = now.Add(d)
-	}
-	now = now.Add(a.Interval)
-	tick(p, now)
-	return now
-}
-
-// tick enters and cancels one call at now: the adaptive limit's interval
+// tick enters and cancels one call at now: the adaptive limit's round
 // ends if now is past it, and the call is no sample.
 func tick(p *Point, now time.Time) {
 	_, c := enter(p, now)
 	c.Exit(now, Canceled)
 }
 
-func TestAdaptiveMeasuresFirst(t *testing.T) {
-	p := mustPoint(t, adaptiveSettings(AdaptiveConcurrency{MinLimit: 2, MaxLimit: 100, Interval: 100 * ms}))
-	calls := fill(t, p, 2, at(0))
-	v, _ := enter(p, at(0))
-	want(t, "third call while measuring", v, false, Adaptive, 3, 2)
-	if v.Events.Has(EventTripped) != true {
-		t.Errorf("events %v: the adaptive limit trips like the concurrent strategy", v.Events)
+// round enters n calls at now that must be allowed and, if full, one more
+// that the adaptive limit must refuse; the n end OK after d, and a tick
+// at now+interval ends the round. The calls find 1 to n in flight: (n+1)/2
+// on average. It returns the round's end.
+func round(t *testing.T, p *Point, now time.Time, n int, d time.Duration, full bool) time.Time {
+	t.Helper()
+	calls := fill(t, p, n, now)
+	if full {
+		if v, _ := enter(p, now); v.Allowed || v.Strategy != Adaptive {
+			t.Fatalf("call %d at %v: got %+v, want degraded by the adaptive limit", n+1, now.Sub(t0), v)
+		}
 	}
 	for _, c := range calls {
-		c.Exit(at(10*ms), OK)
+		c.Exit(now.Add(d), OK)
 	}
-	if sn := p.Snapshot(at(10 * ms)); !sn.Adaptive.Measuring || sn.Adaptive.Limit != 2 {
-		t.Errorf("adaptive status %+v, want measuring at 2", sn.Adaptive)
-	}
-	p = mustPoint(t, adaptiveSettings(AdaptiveConcurrency{MinLimit: 2, MaxLimit: 100, Interval: 100 * ms}))
-	now := measure(t, p, 10*ms)
-	if sn := p.Snapshot(now); sn.Adaptive.Measuring || sn.Adaptive.MinLatency != 10*ms {
-		t.Errorf("after %d calls: %+v, want measured at 10ms", MinLatencySamples, sn.Adaptive)
+	end := now.Add(p.Settings().AdaptiveConcurrency.Interval)
+	tick(p, end)
+	return end
+}
+
+func wantAdaptive(t *testing.T, p *Point, now time.Time, want AdaptiveStatus) {
+	t.Helper()
+	if got := p.Snapshot(now).Adaptive; got != want {
+		t.Fatalf("at %v: adaptive status %+v, want %+v", now.Sub(t0), got, want)
 	}
 }
 
-// After the measurement the limit grows each interval in which the
-// latency stays at the minimum and the calls in flight reach half of it,
-// and stops at MaxLimit; a latency above the minimum shrinks it.
+// startup runs p's startup, MinLimit 2: three rounds at the minimum latency
+// of 10ms that fill the limit double it to 16; a round that does not fill
+// it keeps it; a round at 40ms ends the startup at the capacity found,
+// plus the allowance. It returns the instant after.
+func startup(t *testing.T, p *Point) time.Time {
+	t.Helper()
+	now := at(0)
+	tick(p, now) // starts the first round
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 2})
+	for _, limit := range []int64{4, 8, 16} {
+		now = round(t, p, now, int(limit/2), 10*ms, true)
+		wantAdaptive(t, p, now, AdaptiveStatus{Limit: limit, MinLatency: 10 * ms, Latency: 10 * ms})
+	}
+	now = round(t, p, now, 15, 10*ms, false)
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 16, MinLatency: 10 * ms, Latency: 10 * ms})
+	// 16 calls found 8.5 in flight on average; at 4x the minimum latency
+	// (the gradient held at 0.5) 4.25 of them were served and 4.25
+	// queued, more than the allowance of 10% of 16: the limit is 4.25 +
+	// 1.6 = 5.85.
+	now = round(t, p, now, 16, 40*ms, true)
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 5, MinLatency: 10 * ms, Latency: 40 * ms})
+	return now
+}
+
+// The limit starts at MinLimit and doubles each round whose latency shows
+// no queue, from its first round on: there is no measurement first.
+func TestAdaptiveStartup(t *testing.T) {
+	p := mustPoint(t, adaptiveSettings(AdaptiveConcurrency{MinLimit: 2, MaxLimit: 100, Interval: 100 * ms}))
+	v, _ := enter(p, at(0))
+	fill(t, p, 1, at(0))
+	v, _ = enter(p, at(0))
+	want(t, "third call at the start", v, false, Adaptive, 3, 2)
+	if !v.Events.Has(EventTripped) {
+		t.Errorf("events %v: the adaptive limit trips like the concurrent strategy", v.Events)
+	}
+	startup(t, mustPoint(t, adaptiveSettings(AdaptiveConcurrency{MinLimit: 2, MaxLimit: 100, Interval: 100 * ms})))
+}
+
+// After the startup, a round with a queue above the allowance moves the
+// limit half-way down to the calls served plus the allowance; a round that
+// fills the limit without such a queue raises it to them; one that does
+// not fill it keeps it.
 func TestAdaptiveGrowsAndShrinks(t *testing.T) {
-	a := AdaptiveConcurrency{MinLimit: 3, MaxLimit: 50, Interval: 100 * ms}
-	p := mustPoint(t, adaptiveSettings(a))
-	now := measure(t, p, 10*ms)
-	sn := p.Snapshot(now)
-	if sn.Adaptive.Measuring || sn.Adaptive.MinLatency != 10*ms || sn.Adaptive.Limit != 3 {
-		t.Fatalf("after the measurement: %+v, want min latency 10ms, limit 3", sn.Adaptive)
+	p := mustPoint(t, adaptiveSettings(AdaptiveConcurrency{MinLimit: 2, MaxLimit: 100, Interval: 100 * ms}))
+	now := startup(t, p) // 5.85
+	// 3 in flight on average at 2x the minimum: 1.5 served, 1.5 queued,
+	// above the allowance of 1: half-way from 5.85 down to 2.5, 4.175.
+	now = round(t, p, now, 5, 20*ms, false)
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 4, MinLatency: 10 * ms, Latency: 20 * ms})
+	// 2.5 in flight at 1.4x: 1.78 served, 0.71 queued, within the
+	// allowance: with the limit full, 1.785 + 1 is below 4.175, kept.
+	now = round(t, p, now, 4, 14*ms, true)
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 4, MinLatency: 10 * ms, Latency: 14 * ms})
+	// Calls that each find 4 in flight (the first 4, which do not, are
+	// canceled), below the minimum latency, with the limit full: 4 served
+	// + 1, 5.
+	calls := fill(t, p, 4, now)
+	for i := range 12 {
+		at := now.Add(time.Duration(i+1) * ms)
+		o := OK
+		if i < 4 {
+			o = Canceled
+		}
+		calls[i%4].Exit(at, o)
+		calls[i%4] = fill(t, p, 1, at)[0]
 	}
-	// Each interval: the limit's worth of calls at the minimum latency,
-	// then as many in flight when the interval ends. The gradient is the
-	// tolerance, 1.25; the limit moves half-way to limit*1.25 +
-	// sqrt(limit*1.25), in thousandths: 3 -> 4.343 -> 6.050 -> 8.180 ...
-	for _, wantLimit := range []int64{4, 6, 8, 10, 13, 17, 22, 27, 34, 41, 50, 50} {
-		limit := p.Snapshot(now).Adaptive.Limit
-		for _, c := range fill(t, p, int(limit), now) {
-			c.Exit(now.Add(10*ms), OK)
-		}
-		busy := fill(t, p, int(limit), now.Add(10*ms))
-		if v, _ := enter(p, now.Add(10*ms)); v.Allowed || v.Strategy != Adaptive || v.Threshold != limit {
-			t.Fatalf("call %d of a limit of %d: got %+v", limit+1, limit, v)
-		}
-		now = now.Add(a.Interval)
-		tick(p, now)
-		if got := p.Snapshot(now).Adaptive.Limit; got != wantLimit {
-			t.Fatalf("limit %d, want %d", got, wantLimit)
-		}
-		for _, c := range busy {
-			c.Exit(now, Canceled)
-		}
+	if v, _ := enter(p, now.Add(13*ms)); v.Allowed {
+		t.Fatalf("fifth call: %+v, want degraded", v)
 	}
-	// Latency at 4x the minimum: the gradient is 1.25/4, held at 0.5: 50
-	// moves half-way to 25+5, to 40.
-	for _, wantLimit := range []int64{40, 32, 26} {
-		for _, c := range fill(t, p, 2, now) {
-			c.Exit(now.Add(40*ms), OK)
-		}
-		now = now.Add(a.Interval)
-		tick(p, now)
-		if got := p.Snapshot(now).Adaptive.Limit; got != wantLimit {
-			t.Fatalf("limit %d, want %d", got, wantLimit)
+	now = now.Add(100 * ms)
+	tick(p, now)
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 5, MinLatency: 10 * ms, Latency: 4 * ms})
+	for _, c := range calls {
+		c.Exit(now, Canceled)
+	}
+	// At MaxLimit it stops.
+	p = mustPoint(t, adaptiveSettings(AdaptiveConcurrency{MinLimit: 2, MaxLimit: 6, Interval: 100 * ms}))
+	now = at(0)
+	tick(p, now)
+	for _, r := range []struct{ n, want int64 }{{2, 4}, {4, 6}, {6, 6}} {
+		now = round(t, p, now, int(r.n), 10*ms, true)
+		if got := p.Snapshot(now).Adaptive.Limit; got != r.want {
+			t.Fatalf("limit %d after a full round at %d, want %d", got, r.n, r.want)
 		}
 	}
 }
 
-// A limit that the load does not reach does not grow: a quiet point keeps
+// A limit that the load does not fill does not grow: a quiet point keeps
 // its limit until traffic shows it is too low.
 func TestAdaptiveAppLimited(t *testing.T) {
 	a := AdaptiveConcurrency{MinLimit: 10, MaxLimit: 1000, Interval: 100 * ms}
 	p := mustPoint(t, adaptiveSettings(a))
-	now := measure(t, p, 10*ms)
+	now := at(0)
+	tick(p, now)
 	for range 20 {
 		// One call at a time, at the minimum latency.
 		v, c := enter(p, now)
@@ -139,35 +163,48 @@ func TestAdaptiveAppLimited(t *testing.T) {
 		c.Exit(now.Add(-90*ms), OK)
 	}
 	if got := p.Snapshot(now).Adaptive.Limit; got != 10 {
-		t.Errorf("limit %d after 20 intervals with 1 call in flight, want 10", got)
+		t.Errorf("limit %d after 20 rounds with 1 call in flight, want 10", got)
 	}
 }
 
-// Calls entered before a measurement do not count in it, nor failed or
-// canceled ones.
+// Failed and canceled calls are no samples.
 func TestAdaptiveSamples(t *testing.T) {
 	a := AdaptiveConcurrency{MinLimit: 1, MaxLimit: 10, Interval: 100 * ms}
 	p := mustPoint(t, adaptiveSettings(a))
-	_, first := enter(p, at(0))
-	first.Exit(at(0), Canceled)
-	var calls []*Call
-	for i := range MinLatencySamples {
+	tick(p, at(0))
+	for i := range 20 {
 		now := at(time.Duration(i) * ms)
 		c := fill(t, p, 1, now)[0]
-		switch i % 3 {
-		case 0:
+		if i%2 == 0 {
 			c.Exit(now.Add(ms), Failed)
-		case 1:
+		} else {
 			c.Exit(now.Add(ms), Canceled)
-		default:
-			c.Exit(now.Add(ms), OK)
 		}
-		calls = append(calls, c)
 	}
-	enter(p, at(200*ms))
-	if sn := p.Snapshot(at(200 * ms)); !sn.Adaptive.Measuring {
-		t.Errorf("%+v: failed and canceled calls counted as samples", sn.Adaptive)
+	tick(p, at(200*ms))
+	wantAdaptive(t, p, at(200*ms), AdaptiveStatus{Limit: 1})
+}
+
+// Every MinLatencyInterval after the startup the minimum latency is
+// measured again: the limit is held at 3/4 of itself until 25 calls
+// entered since have ended, and their mean is the new minimum; calls
+// entered before do not count.
+func TestAdaptiveMeasuresAgain(t *testing.T) {
+	p := mustPoint(t, adaptiveSettings(AdaptiveConcurrency{MinLimit: 2, MaxLimit: 100, Interval: 100 * ms, MinLatencyInterval: time.Second}))
+	now := startup(t, p) // 5.85, from at(400ms) on
+	old := fill(t, p, 5, now)
+	now = now.Add(time.Second)
+	tick(p, now)
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 3, Measuring: true, MinLatency: 10 * ms, Latency: 40 * ms})
+	for _, c := range old {
+		c.Exit(now, OK) // entered before: no sample
 	}
+	for range 8 {
+		now = round(t, p, now, 3, 20*ms, false)
+	}
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 3, Measuring: true, MinLatency: 10 * ms, Latency: 40 * ms})
+	now = round(t, p, now, 3, 20*ms, false) // the 25th to 27th samples
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 5, MinLatency: 20 * ms, Latency: 40 * ms})
 }
 
 // Priority: a sheddable request may use only its share of the limit.
@@ -182,125 +219,4 @@ func TestAdaptiveSheddable(t *testing.T) {
 		t.Errorf("sheddable 6th call: got %+v, want degraded by its share 5 of the limit, no event", v)
 	}
 	fill(t, p, 5, at(0)) // default requests use the rest
-}
-
-// upstream is a simulated service of capacity servers that each take
-// service per call, in arrival order: a call waits for the first server to
-// free up. Latency grows with the calls in flight past capacity.
-type upstream struct {
-	capacity int
-	service  time.Duration
-	free     []time.Time // when each busy server frees up
-}
-
-func (u *upstream) call(now time.Time) time.Time {
-	slices.SortFunc(u.free, func(a, b time.Time) int { return a.Compare(b) })
-	start := now
-	if len(u.free) >= u.capacity {
-		start = later(now, u.free[len(u.free)-u.capacity])
-	}
-	end := start.Add(u.service)
-	u.free = append(u.free, end)
-	// Forget servers freed before now that are not needed to order calls.
-	for len(u.free) > 0 && !u.free[0].After(now) && len(u.free) > u.capacity {
-		u.free = u.free[1:]
-	}
-	return end
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-type exit struct {
-	at time.Time
-	c  *Call
-}
-
-type exits []exit
-
-func (e exits) Len() int           { return len(e) }
-func (e exits) Less(i, j int) bool { return e[i].at.Before(e[j].at) }
-func (e exits) Swap(i, j int)      { e[i], e[j] = e[j], e[i] }
-func (e *exits) Push(x any)        { *e = append(*e, x.(exit)) }
-func (e *exits) Pop() any {
-	old := *e
-	x := old[len(old)-1]
-	*e = old[:len(old)-1]
-	return x
-}
-
-// TestAdaptiveSimulated drives a point with the default adaptive settings
-// at twice a simulated upstream's capacity, on instants: the limit settles
-// between the capacity and twice it, goodput stays within 10% of the
-// upstream's, the latency of forwarded calls within twice the service
-// time; when the capacity halves, the limit follows within 2 seconds.
-func TestAdaptiveSimulated(t *testing.T) {
-	const service = 50 * time.Millisecond
-	u := &upstream{capacity: 20, service: service}
-	p := mustPoint(t, adaptiveSettings(AdaptiveConcurrency{}))
-	var pending exits
-	now := at(0)
-	const rate = 800 // requests per second: 2x 20/50ms
-	step := time.Second / rate
-	type phase struct {
-		name       string
-		from, to   time.Duration
-		capacity   int
-		limits     []int64
-		latencies  []time.Duration
-		forwarded  int
-		afterStart time.Duration // figures from this long into the phase
-	}
-	phases := []*phase{
-		{name: "capacity 20", from: 0, to: 20 * time.Second, capacity: 20, afterStart: 5 * time.Second},
-		{name: "capacity 10", from: 20 * time.Second, to: 30 * time.Second, capacity: 10, afterStart: 2 * time.Second},
-	}
-	for _, ph := range phases {
-		u.capacity = ph.capacity
-		for at0 := ph.from; at0 < ph.to; at0 += step {
-			now = at(at0)
-			for len(pending) > 0 && !pending[0].at.After(now) {
-				e := heap.Pop(&pending).(exit)
-				e.c.Exit(e.at, OK)
-			}
-			counted := at0 >= ph.from+ph.afterStart
-			v, c := enter(p, now)
-			if counted && at0%(100*ms) == 0 {
-				ph.limits = append(ph.limits, p.Snapshot(now).Adaptive.Limit)
-			}
-			if !v.Allowed {
-				continue
-			}
-			end := u.call(now)
-			heap.Push(&pending, exit{end, c})
-			if counted {
-				ph.forwarded++
-				ph.latencies = append(ph.latencies, end.Sub(now))
-			}
-		}
-	}
-	for _, ph := range phases {
-		slices.Sort(ph.limits)
-		slices.Sort(ph.latencies)
-		seconds := (ph.to - ph.from - ph.afterStart).Seconds()
-		goodput := float64(ph.forwarded) / seconds
-		best := float64(ph.capacity) / service.Seconds()
-		median := ph.limits[len(ph.limits)/2]
-		p99 := ph.latencies[len(ph.latencies)*99/100]
-		t.Logf("%s: limit min %d median %d max %d; goodput %.0f/s of %.0f/s; p99 %v", ph.name,
-			ph.limits[0], median, ph.limits[len(ph.limits)-1], goodput, best, p99)
-		if median < int64(ph.capacity) || median > 2*int64(ph.capacity) {
-			t.Errorf("%s: median limit %d, want from %d to %d", ph.name, median, ph.capacity, 2*ph.capacity)
-		}
-		if goodput < 0.9*best {
-			t.Errorf("%s: goodput %.0f/s, want at least 90%% of %.0f/s", ph.name, goodput, best)
-		}
-		if p99 > 2*service {
-			t.Errorf("%s: p99 latency %v, want at most %v", ph.name, p99, 2*service)
-		}
-	}
 }

@@ -6,8 +6,8 @@
 // exception_rate. Three protections of the README's "Recovery ramp, adaptive
 // concurrency, priority shedding" section come on when configured: a
 // recovery ramp after each delay (Policy.RecoveryTime), a concurrency limit
-// that follows the upstream's latency (AdaptiveConcurrency, Envoy's
-// gradient controller), and shares of each count threshold for sheddable
+// that finds the upstream's capacity from its latency (AdaptiveConcurrency,
+// after TCP Vegas and BBR), and shares of each count threshold for sheddable
 // requests (Priority, Policy.SheddableShare).
 //
 // The package does no I/O and has no clock: every method takes the instant

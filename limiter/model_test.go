@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"fmt"
-	"math"
 	"math/big"
 	"math/rand/v2"
 	"slices"
@@ -46,52 +45,59 @@ type model struct {
 }
 
 // modelAdaptive is the adaptive limit of AdaptiveConcurrency's doc
-// comment, with each interval's samples kept in a list.
+// comment, with each round's samples kept in a list.
 type modelAdaptive struct {
-	next        int64 // the interval ends; 0: not started
+	next        int64 // the round ends; 0: not started
 	epoch       uint32
 	limit       int64 // thousandths of a call
+	startup     bool
 	measuring   bool
-	samples     []int64 // this interval's
-	measured    []int64 // the measurement's so far
+	hit         bool          // a request found the limit full this round
+	samples     []modelSample // this round's
+	measured    []modelSample // the measurement's so far; in startup, the rounds without a queue
 	minLatency  int64
 	latency     int64
 	nextMeasure int64
 }
 
-func mean(xs []int64) int64 {
-	var sum int64
+// modelSample is a call's upstream time and the calls in flight at its
+// Enter, itself included.
+type modelSample struct{ d, load int64 }
+
+func mean(xs []modelSample) (d, load int64) {
 	for _, x := range xs {
-		sum += x
+		d += x.d
+		load += x.load * 1000
 	}
-	return sum / int64(len(xs))
+	return d / int64(len(xs)), load / int64(len(xs))
 }
 
 // current is the limit in force under a.
 func (ad *modelAdaptive) current(a AdaptiveConcurrency) int64 {
+	limit := ad.limit / 1000
 	if ad.measuring {
-		return a.MinLimit
+		limit = limit * 3 / 4
 	}
-	return min(max(ad.limit/1000, a.MinLimit), a.MaxLimit)
+	return min(max(limit, a.MinLimit), a.MaxLimit)
 }
 
-// advance ends the interval at now under settings a with inflight calls in
-// flight.
-func (ad *modelAdaptive) advance(now int64, a AdaptiveConcurrency, inflight int64) {
+// advance ends the round at now under settings a.
+func (ad *modelAdaptive) advance(now int64, a AdaptiveConcurrency) {
 	if ad.next != 0 && now < ad.next {
 		return
 	}
-	start := ad.next == 0
-	ad.next = now + int64(a.Interval)
-	if start {
+	if ad.next == 0 {
+		ad.next = now + int64(a.Interval)
 		return
 	}
-	samples := ad.samples
-	ad.samples = nil
+	samples, hit := ad.samples, ad.hit
+	ad.samples, ad.hit = nil, false
+	defer func() { ad.next = now + max(int64(a.Interval), ad.latency) }()
 	if ad.measuring {
 		ad.measured = append(ad.measured, samples...)
 		if len(ad.measured) >= MinLatencySamples {
-			ad.minLatency = max(1, mean(ad.measured))
+			d, _ := mean(ad.measured)
+			ad.minLatency = max(1, d)
 			ad.measuring = false
 			ad.epoch++
 			ad.nextMeasure = now + int64(a.MinLatencyInterval)
@@ -99,23 +105,41 @@ func (ad *modelAdaptive) advance(now int64, a AdaptiveConcurrency, inflight int6
 		return
 	}
 	if len(samples) > 0 {
-		ad.latency = mean(samples)
-		limit := ad.current(a)
-		if ad.limit/1000 != limit { // new settings clamp it
+		d, inflight := mean(samples)
+		ad.latency = max(1, d)
+		if ad.minLatency == 0 {
+			ad.minLatency = ad.latency
+		}
+		// The limit before, as new settings clamp it.
+		if limit := min(max(ad.limit/1000, a.MinLimit), a.MaxLimit); ad.limit/1000 != limit {
 			ad.limit = limit * 1000
 		}
 		tolerance, _ := a.Tolerance.Get()
-		gradient := ad.minLatency * (100 + tolerance) / 100 * 1000 / max(ad.latency, 1)
-		gradient = min(max(gradient, 500), 2000)
-		base := ad.limit * gradient / 1000
-		target := base + int64(math.Sqrt(float64(base)/1000)*1000)
-		next := ad.limit + (target-ad.limit)*AdaptiveSmoothing/100
-		if next > ad.limit && 2*inflight < limit {
-			next = ad.limit
+		gradient := min(max(ad.minLatency*1000/ad.latency, 500), 1000)
+		served := inflight * gradient / 1000
+		allowance := max(1000, ad.limit*tolerance/100)
+		queued := inflight-served > allowance
+		next := ad.limit
+		switch {
+		case ad.startup && !queued:
+			ad.measured = append(ad.measured, samples...)
+			d, _ := mean(ad.measured)
+			ad.minLatency = max(1, d)
+			if hit {
+				next = 2 * ad.limit
+			}
+		case ad.startup:
+			ad.startup = false
+			ad.nextMeasure = now + int64(a.MinLatencyInterval)
+			next = served + allowance
+		case queued && served+allowance < ad.limit:
+			next = ad.limit + (served+allowance-ad.limit)/2
+		case !queued && hit && served+allowance > ad.limit:
+			next = served + allowance
 		}
 		ad.limit = min(max(next, a.MinLimit*1000), a.MaxLimit*1000)
 	}
-	if now >= ad.nextMeasure {
+	if !ad.startup && now >= ad.nextMeasure {
 		ad.measuring = true
 		ad.measured = nil
 		ad.epoch++
@@ -136,6 +160,7 @@ type modelCall struct {
 	ad       *modelAdaptive      // the adaptive limit it entered under, or nil
 	as       AdaptiveConcurrency // and its settings
 	epoch    uint32
+	load     int64 // calls in flight when it entered, itself included
 	probe    bool
 	timedOut bool
 	done     bool
@@ -155,7 +180,7 @@ func newModel(s Settings) *model {
 }
 
 func newModelAdaptive(a AdaptiveConcurrency) *modelAdaptive {
-	return &modelAdaptive{limit: a.MinLimit * 1000, measuring: true}
+	return &modelAdaptive{limit: a.MinLimit * 1000, startup: true}
 }
 
 func (m *model) interval() int64 {
@@ -251,7 +276,7 @@ func (m *model) draw(pr Priority) bool {
 func (m *model) call(now int64, probe bool) *modelCall {
 	c := &modelCall{m: m, tt: m.s.TimeoutThreshold, ri: m.s.RetryInterval, rt: m.s.RecoveryTime, begin: now, gen: m.gen, probe: probe}
 	if m.ad != nil {
-		c.ad, c.as, c.epoch = m.ad, m.s.AdaptiveConcurrency, m.ad.epoch
+		c.ad, c.as, c.epoch, c.load = m.ad, m.s.AdaptiveConcurrency, m.ad.epoch, m.inflight
 	}
 	return c
 }
@@ -333,7 +358,7 @@ func (m *model) recovering(now int64) bool {
 func (m *model) enter(now int64, pressureTest bool, pr Priority) (Verdict, *modelCall) {
 	s := &m.s
 	if m.ad != nil {
-		m.ad.advance(now, s.AdaptiveConcurrency, m.inflight)
+		m.ad.advance(now, s.AdaptiveConcurrency)
 	}
 	// 1. pressure-test traffic.
 	if pressureTest && s.PressureTestDowngrade {
@@ -378,6 +403,9 @@ func (m *model) enter(now int64, pressureTest bool, pr Priority) (Verdict, *mode
 	c := m.counts(now)
 	v := m.judge(now, c, pr)
 	v.Events = ev
+	if m.ad != nil && v.Strategy == Adaptive && !v.Sheddable {
+		m.ad.hit = true
+	}
 	if v.Strategy == 0 {
 		if m.tripped {
 			m.tripped = false
@@ -492,7 +520,7 @@ func (c *modelCall) end(now int64) bool {
 	c.done = true
 	c.m.inflight--
 	if c.ad != nil {
-		c.ad.advance(now, c.as, c.m.inflight)
+		c.ad.advance(now, c.as)
 	}
 	return true
 }
@@ -503,7 +531,7 @@ func (c *modelCall) exit(now int64, o Outcome) Events {
 	}
 	m := c.m
 	if c.ad != nil && o != Failed && o != Canceled && c.epoch == c.ad.epoch {
-		c.ad.samples = append(c.ad.samples, now-c.begin)
+		c.ad.samples = append(c.ad.samples, modelSample{now - c.begin, c.load})
 	}
 	var d Counts
 	if !c.timedOut && c.tt > 0 && now-c.begin >= int64(c.tt) {

@@ -457,6 +457,9 @@ func (p *Point) judge(now time.Time, cur int64, pr Priority) (j judgement) {
 		}
 		if p.ad != nil && p.overLimit(&j, Adaptive, n, p.ad.current(&s.AdaptiveConcurrency), shed) {
 			p.st.inflight.Add(-1)
+			if !j.v.Sheddable {
+				p.ad.full()
+			}
 			return j
 		}
 		j.held = true
@@ -555,7 +558,7 @@ func (p *Point) start(c *Call, sh *shard, now time.Time, held, probe bool) {
 	}
 	c.p, c.slot, c.begin, c.gen, c.probe = p, slot, now, p.st.gen.Load(), probe
 	if p.ad != nil {
-		c.epoch = p.ad.epoch.Load()
+		c.epoch, c.load = p.ad.epoch.Load(), slot.Load()+p.st.win.inflight()
 	}
 }
 
@@ -684,6 +687,7 @@ type Call struct {
 	begin time.Time
 	gen   uint64 // pointState.gen at Enter: counts are dropped after a clear
 	epoch uint32 // the adaptive limit's epoch at Enter: its time is a sample only in the same one
+	load  int64  // with the adaptive limit on, the calls in flight at Enter, this one included
 	probe bool
 	took  bool // the request took a token when it was admitted
 	flags atomic.Uint32
@@ -775,7 +779,7 @@ func (c *Call) Exit(now time.Time, o Outcome) Events {
 	if ad := p.ad; ad != nil {
 		ad.advance(now, p)
 		if o != Failed && o != Canceled {
-			ad.sample(c.epoch, c.Duration(now))
+			ad.sample(c.epoch, c.Duration(now), c.load)
 		}
 	}
 	st := p.st

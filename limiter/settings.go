@@ -167,43 +167,57 @@ func (p Policy) SheddablePercent() int64 {
 	return DefaultSheddableShare
 }
 
-// AdaptiveConcurrency is the adaptive concurrency limit of a point: the
-// gradient controller of Envoy's adaptive concurrency filter (itself after
-// Netflix's concurrency-limits Gradient), whose limit follows the ratio of
-// the upstream's minimum latency to its latency now. Every Interval:
+// AdaptiveConcurrency is the adaptive concurrency limit of a point: a
+// limit that finds the upstream's capacity, the calls it serves at once,
+// by Little's law, as TCP Vegas finds a path's (and Netflix's
+// concurrency-limits Vegas limit): of the calls in flight, the share
+// minLatency/latency is being served and the rest wait in the upstream's
+// queue. Each round (Interval, or the last mean latency if longer), from
+// the calls that ended well (Outcome OK) in it:
 //
-//	gradient = clamp(minLatency*(100+Tolerance)/100 / latency, 0.5, 2)
-//	target   = limit*gradient + sqrt(limit*gradient)
-//	limit    = clamp(limit + (target-limit)*AdaptiveSmoothing/100, MinLimit, MaxLimit)
+//	inflight  = the mean of the calls in flight when each of them entered
+//	served    = inflight * clamp(minLatency/latency, 0.5, 1)
+//	allowance = max(1, limit*Tolerance/100)     the queue the upstream may hold
+//	queued    = inflight - served > allowance
 //
-// where latency is the mean upstream time of the calls that ended well
-// (Outcome OK) in the interval, the limit is kept in thousandths of a call
-// (requests are judged against its whole part), the smoothing (after
-// Netflix's Gradient2) damps the swings that the latency's lag behind the
-// limit would otherwise cause, and the limit does not grow while fewer
-// than half of it are in flight (the load, not the upstream, is what
-// keeps latency low then). minLatency is measured at the start, and again
-// every MinLatencyInterval, by holding the limit at MinLimit until
-// MinLatencySamples calls have ended: the mean of their upstream times.
-// A request that finds the calls in flight, itself included, above the
-// limit is degraded (AdaptiveConcurrency).
+// During the startup the limit starts at MinLimit and doubles each round
+// that fills it without a queue (TCP slow start, BBR's startup); the first
+// round with a queue ends the startup at served + allowance. After it, a
+// round with a queue moves the limit AdaptiveSmoothing percent of the way
+// down to served + allowance; a round that fills the limit (a request found
+// it full) without one raises it to served + allowance if that is higher;
+// other rounds keep it. The limit is kept in thousandths of a call and
+// held between MinLimit and MaxLimit; requests are judged against its
+// whole part. It settles where the upstream's queue holds the allowance:
+// near capacity + max(1, Tolerance percent of it).
+//
+// minLatency is the mean upstream time of the startup's rounds without a
+// queue, measured again every MinLatencyInterval after the startup (BBR's
+// ProbeRTT, Envoy's minRTT measurement): the limit is held at
+// AdaptiveMeasureShare percent of itself (at least MinLimit), so that the
+// upstream's queue drains, until MinLatencySamples calls entered since
+// have ended, and their mean is the new minimum. A request that finds the
+// calls in flight, itself included, above the limit is degraded
+// (AdaptiveConcurrency).
 //
 // The zero value is off; with On set, each zero field takes its default.
 type AdaptiveConcurrency struct {
 	// On turns the adaptive limit on.
 	On bool
-	// MinLimit is the lowest limit, and the limit while the minimum
-	// latency is measured: 1 to MaxLimit. 0: DefaultAdaptiveMinLimit.
+	// MinLimit is the lowest limit and the first: 1 to MaxLimit. 0:
+	// DefaultAdaptiveMinLimit.
 	MinLimit int64
 	// MaxLimit is the highest limit, MinLimit to MaxAdaptiveLimit. 0:
 	// DefaultAdaptiveMaxLimit.
 	MaxLimit int64
-	// Interval is how often the limit is worked out again, at least 1ms.
-	// 0: DefaultAdaptiveInterval.
+	// Interval is the shortest round: how often the limit is worked out
+	// again, at least 1ms; a round lasts the last mean latency if that is
+	// longer. 0: DefaultAdaptiveInterval.
 	Interval time.Duration
-	// Tolerance is how much, in percent of the minimum latency (0 to
-	// 1000), the latency may rise before the limit shrinks. Off:
-	// DefaultAdaptiveTolerance.
+	// Tolerance is the queue the upstream may hold before the limit
+	// shrinks, in percent of the limit (0 to 1000), and at least one call;
+	// so, near the capacity, how far above its minimum the latency may
+	// rise. Off: DefaultAdaptiveTolerance.
 	Tolerance Threshold
 	// MinLatencyInterval is how often the minimum latency is measured
 	// again, at least Interval. 0: DefaultAdaptiveMinLatencyInterval.
@@ -215,16 +229,19 @@ const (
 	DefaultAdaptiveMinLimit           = 3
 	DefaultAdaptiveMaxLimit           = 1000
 	DefaultAdaptiveInterval           = 100 * time.Millisecond
-	DefaultAdaptiveTolerance          = 25
+	DefaultAdaptiveTolerance          = 10
 	DefaultAdaptiveMinLatencyInterval = time.Minute
 	// MaxAdaptiveLimit is the highest MaxLimit.
 	MaxAdaptiveLimit = 1 << 20
 	// MinLatencySamples is how many calls a measurement of the minimum
-	// latency takes.
+	// latency after the startup takes.
 	MinLatencySamples = 25
-	// AdaptiveSmoothing is the percent of the way to its target the
-	// limit moves each interval.
+	// AdaptiveSmoothing is the percent of the way down to its target the
+	// limit moves in a round whose queue is above the allowance.
 	AdaptiveSmoothing = 50
+	// AdaptiveMeasureShare is the percent of the limit in force while the
+	// minimum latency is measured again (at least MinLimit).
+	AdaptiveMeasureShare = 75
 )
 
 // withDefaults fills the zero fields of an adaptive limit that is on.
