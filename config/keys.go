@@ -295,7 +295,7 @@ var (
 	keySheddableShare = &key{name: "sheddableShare", kind: kindInt, def: int64(limiter.DefaultSheddableShare), min: bound(0), max: bound(100), unit: "percent",
 		doc: "A request of priority sheddable passes each count threshold (visitThreshold, the token bucket, concurrentThreshold, the adaptive limit) only while the point's whole count, every priority's requests and itself included, is at most this percent of it; past it, it is degraded (Sds-Degraded gains ; priority=sheddable) while other requests use the rest, kept for their bursts. Such a degradation is no trip. Needs a route of priority sheddable and a count threshold."}
 	keyAdaptiveConcurrency = &key{name: "adaptiveConcurrency", kind: kindMapping, section: adaptiveSection,
-		doc: "A limit on the upstream calls in flight that follows the upstream's latency against its minimum (Envoy's gradient controller); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
+		doc: "A limit on the upstream calls in flight that finds the calls the upstream serves at once from its latency against its minimum (Little's law, after TCP Vegas and BBR); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
 	keyClusterTokenBucket = &key{name: "clusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
 		doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."}
 )
@@ -306,18 +306,18 @@ var pointSection = newSection("point", "A protected point: its strategies, delay
 // The keys under a point's adaptiveConcurrency (keyAdaptiveConcurrency).
 var (
 	keyAdaptiveMinLimit = &key{name: "minLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMinLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
-		doc: "The lowest limit, and the limit while the minimum latency is measured."}
+		doc: "The lowest limit, and the first: from it the limit doubles each round that fills it without a queue."}
 	keyAdaptiveMaxLimit = &key{name: "maxLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMaxLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
 		doc: "The highest limit; at least minLimit."}
 	keyAdaptiveInterval = &key{name: "interval", kind: kindDuration, def: limiter.DefaultAdaptiveInterval.String(), min: bound(1),
-		doc: "How often the limit is worked out again from the mean upstream time of the calls that ended well in it; at least 1ms."}
+		doc: "The shortest round: how often the limit is worked out again from the calls that ended well in it (their mean upstream time and the calls in flight when they entered); a round lasts the last mean latency if that is longer; at least 1ms."}
 	keyAdaptiveTolerance = &key{name: "tolerance", kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), min: bound(0), max: bound(1000), unit: "percent",
-		doc: "How far above its minimum the latency may rise before the limit shrinks."}
+		doc: "The queue the upstream may hold before the limit shrinks, in percent of the limit and at least one call: the limit settles near the capacity plus this share, and the latency this far above its minimum."}
 	keyAdaptiveMinLatencyInterval = &key{name: "minLatencyInterval", kind: kindDuration, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
-		doc: "How often the minimum latency is measured again (the limit is held at minLimit until 25 calls have ended); at least interval."}
+		doc: "How often the minimum latency is measured again after the startup (the limit is held at 3/4 of itself, at least minLimit, until 25 calls entered since have ended); at least interval."}
 )
 
-var adaptiveSection = newSection("", "An adaptive concurrency limit: every interval the limit moves half-way to limit * gradient + sqrt(limit * gradient), where gradient = minimum latency * (100 + tolerance) / 100 / mean latency, held between 0.5 and 2.",
+var adaptiveSection = newSection("", "An adaptive concurrency limit: each round, of the calls in flight, the share minimum latency / mean latency (held between 0.5 and 1) was served and the rest queued; a queue above max(1, tolerance percent of the limit) moves the limit half-way down to the calls served plus that allowance, a full limit without one raises it to them, and from minLimit the limit doubles each full round until the first queue.",
 	keyAdaptiveMinLimit, keyAdaptiveMaxLimit, keyAdaptiveInterval, keyAdaptiveTolerance, keyAdaptiveMinLatencyInterval)
 
 // The keys under cluster (keyCluster).

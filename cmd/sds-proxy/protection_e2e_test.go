@@ -311,33 +311,39 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// TestAdaptiveConcurrency drives an upstream of capacity C (10 workers of
-// 50ms each: 200 requests a second, /api/queue) at twice its capacity
-// through points that differ only in their limit, one at a time: none,
-// fixed concurrentThresholds (a sweep), and adaptiveConcurrency with its
-// defaults. With no limit the queue and p99 grow without bound; with the
-// adaptive limit the limit settles near C, goodput is close to the best
-// fixed threshold's and p99 stays near the unloaded latency. Then the
-// capacity halves during the run and the limit follows.
+// TestAdaptiveConcurrency drives an upstream of capacity C (8 workers of
+// 40ms each: 200 requests a second, /api/queue) at twice its capacity
+// (the run of issue 23) through points that differ only in their limit,
+// one at a time: none, fixed concurrentThresholds (a sweep), and
+// adaptiveConcurrency with its defaults. With no limit the queue and p99
+// grow without bound; the adaptive limit settles near C, with goodput
+// close to the best fixed threshold's and p99 near it; a fresh adaptive
+// point forwards most of what the upstream serves in its first second.
+// Then the capacity halves during the run and the limit follows. The
+// limiter's TestAdaptiveSweep and TestAdaptiveHalved hold the exact
+// figures on a simulated upstream; the bounds here are for a loaded
+// machine, and each would fail at the gradient controller this replaced
+// (limit 14, 1.75C; p99 1.9x the fixed limit's; 124 forwarded in the first
+// second).
 func TestAdaptiveConcurrency(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	const capacity, rate = 10, 400
-	sweep := []int{5, 10, 15, 20}
+	const capacity, rate = 8, 400
+	sweep := []int{6, 8, 10, 14}
 	var cfg strings.Builder
 	cfg.WriteString(configHeader(e.upstream, "10s", 10))
-	cfg.WriteString("routes:\n  - {point: unlimited, match: {host: unlimited.test}}\n  - {point: adaptive, match: {host: adaptive.test}}\n")
+	cfg.WriteString("routes:\n  - {point: unlimited, match: {host: unlimited.test}}\n  - {point: adaptive, match: {host: adaptive.test}}\n  - {point: fresh, match: {host: fresh.test}}\n")
 	for _, c := range sweep {
 		fmt.Fprintf(&cfg, "  - {point: fixed%d, match: {host: fixed%d.test}}\n", c, c)
 	}
-	cfg.WriteString("points:\n  unlimited: {}\n  adaptive:\n    adaptiveConcurrency: {}\n")
+	cfg.WriteString("points:\n  unlimited: {}\n  adaptive:\n    adaptiveConcurrency: {}\n  fresh:\n    adaptiveConcurrency: {}\n")
 	for _, c := range sweep {
 		fmt.Fprintf(&cfg, "  fixed%d:\n    concurrentThreshold: %d\n", c, c)
 	}
 	e.config = e.dir + "/sds.yaml"
 	e.write(e.config, cfg.String())
 	e.proxy = startProxy(t, e.config)
-	if r := e.getURL(e.upstream + fmt.Sprintf("/_control?queueCapacity=%d&queueService=50ms", capacity)); r.status != 200 {
+	if r := e.getURL(e.upstream + fmt.Sprintf("/_control?queueCapacity=%d&queueService=40ms", capacity)); r.status != 200 {
 		t.Fatalf("upstream control: %v", r)
 	}
 	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2000, DisableCompression: true}
@@ -368,12 +374,15 @@ func TestAdaptiveConcurrency(t *testing.T) {
 	for _, c := range sweep {
 		r := openLoad(t, client, e.proxy.url, fmt.Sprintf("fixed%d.test", c), rate, 2500*time.Millisecond, 500*time.Millisecond)
 		t.Logf("concurrentThreshold %d: %v", c, r)
-		if bestAt == 0 || r.goodput() > best.goodput() {
+		// The best: the highest goodput, or within 2% of it with a lower p99.
+		if bestAt == 0 || r.goodput() > 1.02*best.goodput() || r.goodput() >= 0.98*best.goodput() && r.p99() < best.p99() {
 			best, bestAt = r, c
 		}
 	}
+	first := openLoad(t, client, e.proxy.url, "fresh.test", rate, time.Second, 0)
+	t.Logf("a fresh adaptive point's first second: %d of %d forwarded", first.ok, first.sent)
 
-	// The adaptive point: 6s at capacity 10, then 6s at capacity 5, with
+	// The adaptive point: 6s at capacity 8, then 6s at capacity 4, with
 	// the limit read from /metrics every 100ms.
 	type sample struct {
 		at    time.Duration
@@ -427,39 +436,37 @@ func TestAdaptiveConcurrency(t *testing.T) {
 	slices.Sort(after)
 	medianBefore, medianAfter := before[len(before)/2], after[len(after)/2]
 	for _, s := range samples {
-		if s.at > halvedAt && s.limit <= 0.75*medianBefore {
+		if s.at > halvedAt && s.limit <= 1.5*capacity/2 {
 			followedIn = s.at - halvedAt
 			break
 		}
 	}
 	t.Logf("adaptive at capacity %d: %v; limit median %.0f (min %.0f, max %.0f)", capacity, adaptive, medianBefore, before[0], before[len(before)-1])
-	t.Logf("adaptive at capacity %d: %v; limit median %.0f (min %.0f, max %.0f); the limit fell to 3/4 of before %v after the halving",
+	t.Logf("adaptive at capacity %d: %v; limit median %.0f (min %.0f, max %.0f); the limit came to 1.5x the new capacity %v after the halving",
 		capacity/2, halved, medianAfter, after[0], after[len(after)-1], followedIn.Round(100*time.Millisecond))
-	t.Logf("best fixed concurrentThreshold: %d, goodput %.0f/s; adaptive goodput %.0f%% of it; adaptive p99 %.1fx the unloaded latency, no limit %.1fx",
-		bestAt, best.goodput(), 100*adaptive.goodput()/best.goodput(), float64(adaptive.p99())/float64(base), float64(none.p99())/float64(base))
+	t.Logf("best fixed concurrentThreshold: %d, goodput %.0f/s, p99 %v; adaptive goodput %.0f%% of it, p99 %.2fx its; no limit p99 %.1fx the unloaded latency",
+		bestAt, best.goodput(), best.p99().Round(100*time.Microsecond), 100*adaptive.goodput()/best.goodput(), float64(adaptive.p99())/float64(best.p99()), float64(none.p99())/float64(base))
 
 	// The qualitative outcomes, with margins for a loaded machine.
 	if none.p99() < 10*base {
 		t.Errorf("no limit: p99 %v, want the queue to grow it past 10x the unloaded %v", none.p99(), base)
 	}
-	// The limit settles near 1.25C + sqrt(1.25C) on a quiet machine (17 at
-	// C = 10). Under the race detector beside other packages' tests the
-	// sampled RTTs are noisier and it has settled as high as 32 (max 40)
-	// with goodput and p99 still as good: the bound is 4C, far under the
-	// default maxLimit, and goodput and p99 are held to theirs below.
-	if medianBefore < capacity/2 || medianBefore > 4*capacity {
-		t.Errorf("adaptive limit median %.0f at capacity %d, want from %d to %d", medianBefore, capacity, capacity/2, 4*capacity)
+	if medianBefore < 0.75*capacity || medianBefore > 1.5*capacity {
+		t.Errorf("adaptive limit median %.0f at capacity %d, want from 0.75x to 1.5x it", medianBefore, capacity)
 	}
-	if adaptive.goodput() < 0.75*best.goodput() {
-		t.Errorf("adaptive goodput %.0f/s, want at least 75%% of the best fixed threshold's %.0f/s", adaptive.goodput(), best.goodput())
+	if adaptive.goodput() < 0.85*best.goodput() {
+		t.Errorf("adaptive goodput %.0f/s, want at least 85%% of the best fixed threshold's %.0f/s", adaptive.goodput(), best.goodput())
 	}
-	if adaptive.p99() > 6*base || adaptive.p99() > none.p99()/3 {
-		t.Errorf("adaptive p99 %v, want within 6x the unloaded %v and well under no limit's %v", adaptive.p99(), base, none.p99())
+	if adaptive.p99() > best.p99()*3/2 {
+		t.Errorf("adaptive p99 %v, want within 1.5x the best fixed threshold's %v", adaptive.p99(), best.p99())
 	}
-	if followedIn < 0 || followedIn > 5*time.Second {
-		t.Errorf("after the capacity halved the limit fell to 3/4 of %.0f after %v, want within 5s", medianBefore, followedIn)
+	if first.ok < 150 {
+		t.Errorf("a fresh adaptive point forwarded %d in its first second, want at least 150 of the ~200 the upstream serves", first.ok)
 	}
-	if medianAfter >= medianBefore {
-		t.Errorf("limit median %.0f after the halving, want below %.0f", medianAfter, medianBefore)
+	if followedIn < 0 || followedIn > 2*time.Second {
+		t.Errorf("after the capacity halved the limit came to 1.5x the new capacity after %v, want within 2s", followedIn)
+	}
+	if medianAfter < 0.75*capacity/2 || medianAfter > 1.5*capacity/2 {
+		t.Errorf("limit median %.0f after the halving, want from 0.75x to 1.5x the new capacity %d", medianAfter, capacity/2)
 	}
 }

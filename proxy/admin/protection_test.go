@@ -12,7 +12,7 @@ import (
 
 // protectionFixture has a point in its recovery ramp (half-way through a
 // 10s ramp from 10%: 55% admitted) and a point with an adaptive limit
-// still measuring its minimum latency.
+// in its startup, at minLimit, its minimum latency not yet known.
 func protectionFixture(t *testing.T) *adminFixture {
 	f := newAdminFixture(t,
 		adminPoint{name: "ramp", path: "/ramp", settings: func(s *limiter.Settings) {
@@ -70,10 +70,10 @@ func TestStatusProtection(t *testing.T) {
 	if th := ramp.Thresholds; th["recoveryTime"] != "10s" || th["recoveryStart"] != 10.0 || th["sheddableShare"] != 70.0 || th["adaptiveConcurrency"] != nil {
 		t.Errorf("ramp point thresholds %v", th)
 	}
-	if a := adaptive.Adaptive; a == nil || a.Limit != 4 || !a.Measuring || a.MinLatency != 0 {
-		t.Errorf("adaptive point: %+v, want limit 4, measuring", a)
+	if a := adaptive.Adaptive; a == nil || a.Limit != 4 || a.Measuring || a.MinLatency != 0 {
+		t.Errorf("adaptive point: %+v, want limit 4, not measuring, no minimum latency yet", a)
 	}
-	want := map[string]any{"minLimit": 4.0, "maxLimit": 1000.0, "interval": "100ms", "tolerance": 25.0, "minLatencyInterval": "1m0s"}
+	want := map[string]any{"minLimit": 4.0, "maxLimit": 1000.0, "interval": "100ms", "tolerance": 10.0, "minLatencyInterval": "1m0s"}
 	got, _ := adaptive.Thresholds["adaptiveConcurrency"].(map[string]any)
 	for k, v := range want {
 		if got[k] != v {
@@ -93,11 +93,14 @@ func TestDashboardProtection(t *testing.T) {
 	dom := dumpDOM(t, f.srv.URL+"/")
 	for _, want := range []string{
 		"recovering: admitting 55% of requests, all by 12:00:11",
-		"adaptive&nbsp;limit&nbsp;4&nbsp;(measuring)",
+		"adaptive&nbsp;limit&nbsp;4",
 		"in flight (adaptive)",
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("dashboard DOM lacks %q", want)
 		}
+	}
+	if strings.Contains(dom, "(measuring)") {
+		t.Errorf("dashboard shows the adaptive limit measuring during its startup")
 	}
 }
