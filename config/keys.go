@@ -312,12 +312,12 @@ var (
 	keyAdaptiveInterval = &key{name: "interval", kind: kindDuration, def: limiter.DefaultAdaptiveInterval.String(), min: bound(1),
 		doc: "The shortest round: how often the limit is worked out again from the calls that ended well in it (their mean upstream time and the calls in flight when they entered); a round lasts the last mean latency if that is longer; at least 1ms."}
 	keyAdaptiveTolerance = &key{name: "tolerance", kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), min: bound(0), max: bound(1000), unit: "percent",
-		doc: "The queue the upstream may hold before the limit shrinks, in percent of the limit and at least one call: the limit settles near the capacity plus this share, and the latency this far above its minimum."}
+		doc: "How far above its minimum the latency may rise before the limit shrinks: the queue the upstream may hold, in percent of the calls it serves and at least one call. The limit settles near the capacity plus this share of it."}
 	keyAdaptiveMinLatencyInterval = &key{name: "minLatencyInterval", kind: kindDuration, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
 		doc: "How often the minimum latency is measured again after the startup (the limit is held at 3/4 of itself, at least minLimit, until 25 calls entered since have ended); at least interval."}
 )
 
-var adaptiveSection = newSection("", "An adaptive concurrency limit: each round, of the calls in flight, the share minimum latency / mean latency (held between 0.5 and 1) was served and the rest queued; a queue above max(1, tolerance percent of the limit) moves the limit half-way down to the calls served plus that allowance, a full limit without one raises it to them, and from minLimit the limit doubles each full round until the first queue.",
+var adaptiveSection = newSection("", "An adaptive concurrency limit: each round, of the calls in flight, the share minimum latency / mean latency (at most 1) was served and the rest queued; a queue above the allowance, max(1, tolerance percent of the calls served), moves the limit half-way down to the calls served plus the allowance (no lower than half the limit), a full limit without one raises it to them, and from minLimit the limit doubles each full round until the first queue.",
 	keyAdaptiveMinLimit, keyAdaptiveMaxLimit, keyAdaptiveInterval, keyAdaptiveTolerance, keyAdaptiveMinLatencyInterval)
 
 // The keys under cluster (keyCluster).

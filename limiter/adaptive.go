@@ -124,18 +124,22 @@ func (ad *adaptive) step(n int64, a *AdaptiveConcurrency, sum, load, count int64
 			milli = limit * 1000
 		}
 		// Little's law: of the calls in flight, minLatency/latency are
-		// served and the rest wait in the upstream's queue.
-		gradient := min(max(ad.minLatency*1000/ad.latency, 500), 1000) // per mille
-		inflight := load * 1000 / count                                // thousandths of a call
+		// served and the rest wait in the upstream's queue, which may
+		// hold the allowance: latency up to Tolerance percent above the
+		// minimum, and at least one call.
+		gradient := min(ad.minLatency*1000/ad.latency, 1000) // per mille
+		inflight := load * 1000 / count                      // thousandths of a call
 		served := inflight * gradient / 1000
-		allowance := max(1000, milli*tolerance/100)
-		next := served + allowance
+		allowance := max(1000, served*tolerance/100)
 		queued := inflight-served > allowance
+		next := max(served+allowance, milli/2) // no round more than halves the limit
 		switch {
 		case ad.startup && !queued:
-			ad.msum += sum
-			ad.mcount += count
-			ad.minLatency = max(1, ad.msum/ad.mcount)
+			if inflight-served <= 1000 { // at most one call queued: the minimum's
+				ad.msum += sum
+				ad.mcount += count
+				ad.minLatency = max(1, ad.msum/ad.mcount)
+			}
 			next = milli
 			if hit {
 				next = 2 * milli

@@ -254,3 +254,35 @@ func TestAdaptiveHalved(t *testing.T) {
 		t.Errorf("after the halving the limit came within 1.3x of 4 after %v, want within 1s", f[1].settledIn)
 	}
 }
+
+// TestAdaptiveTolerance: the limit settles where the upstream's queue holds
+// the allowance, max(1, tolerance percent of the calls served): at
+// capacity + max(1, capacity*tolerance/100), whatever the tolerance; and a
+// noisy upstream (40ms ± 20ms a call) that the default tolerance holds
+// below its capacity keeps its goodput with a tolerance of 25.
+func TestAdaptiveTolerance(t *testing.T) {
+	const capacity, rate = 8, 400
+	const length, skip = 10 * time.Second, 2 * time.Second
+	for _, tc := range []struct {
+		tolerance int64
+		jitter    time.Duration
+		want      int64 // the median limit, ±1
+	}{
+		{0, 4 * ms, 9},
+		{25, 4 * ms, 10},
+		{100, 4 * ms, 16},
+		{400, 4 * ms, 40},
+		{25, 20 * ms, 10},
+	} {
+		u := &simUpstream{service: 40 * ms, jitter: tc.jitter, rnd: rand.New(rand.NewPCG(1, 2))}
+		s := adaptiveSettings(AdaptiveConcurrency{Tolerance: At(tc.tolerance)})
+		f := simulate(t, s, u, rate, []simPhase{{capacity, length}}, skip)[0]
+		t.Logf("tolerance %d, ±%v: %v", tc.tolerance, tc.jitter, f)
+		if f.limit < tc.want-1 || f.limit > tc.want+1 {
+			t.Errorf("tolerance %d, ±%v: median limit %d, want %d ± 1", tc.tolerance, tc.jitter, f.limit, tc.want)
+		}
+		if f.goodput < 0.95*capacity/0.04 {
+			t.Errorf("tolerance %d, ±%v: goodput %.1f/s, want at least 95%% of %d/s", tc.tolerance, tc.jitter, f.goodput, capacity*25)
+		}
+	}
+}

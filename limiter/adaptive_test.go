@@ -62,7 +62,8 @@ func wantAdaptive(t *testing.T, p *Point, now time.Time, want AdaptiveStatus) {
 // startup runs p's startup, MinLimit 2: three rounds at the minimum latency
 // of 10ms that fill the limit double it to 16; a round that does not fill
 // it keeps it; a round at 40ms ends the startup at the capacity found,
-// plus the allowance. It returns the instant after.
+// plus the allowance, but no lower than half the limit. It returns the
+// instant after.
 func startup(t *testing.T, p *Point) time.Time {
 	t.Helper()
 	now := at(0)
@@ -75,11 +76,10 @@ func startup(t *testing.T, p *Point) time.Time {
 	now = round(t, p, now, 15, 10*ms, false)
 	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 16, MinLatency: 10 * ms, Latency: 10 * ms})
 	// 16 calls found 8.5 in flight on average; at 4x the minimum latency
-	// (the gradient held at 0.5) 4.25 of them were served and 4.25
-	// queued, more than the allowance of 10% of 16: the limit is 4.25 +
-	// 1.6 = 5.85.
+	// 2.125 of them were served and 6.375 queued, more than the allowance
+	// of one call: the limit would be 3.125, and is half of 16.
 	now = round(t, p, now, 16, 40*ms, true)
-	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 5, MinLatency: 10 * ms, Latency: 40 * ms})
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 8, MinLatency: 10 * ms, Latency: 40 * ms})
 	return now
 }
 
@@ -103,34 +103,35 @@ func TestAdaptiveStartup(t *testing.T) {
 // not fill it keeps it.
 func TestAdaptiveGrowsAndShrinks(t *testing.T) {
 	p := mustPoint(t, adaptiveSettings(AdaptiveConcurrency{MinLimit: 2, MaxLimit: 100, Interval: 100 * ms}))
-	now := startup(t, p) // 5.85
+	now := startup(t, p) // 8
 	// 3 in flight on average at 2x the minimum: 1.5 served, 1.5 queued,
-	// above the allowance of 1: half-way from 5.85 down to 2.5, 4.175.
+	// above the allowance of 1: half-way from 8 down to 4 (2.5, held at
+	// half the limit), 6.
 	now = round(t, p, now, 5, 20*ms, false)
-	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 4, MinLatency: 10 * ms, Latency: 20 * ms})
-	// 2.5 in flight at 1.4x: 1.78 served, 0.71 queued, within the
-	// allowance: with the limit full, 1.785 + 1 is below 4.175, kept.
-	now = round(t, p, now, 4, 14*ms, true)
-	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 4, MinLatency: 10 * ms, Latency: 14 * ms})
-	// Calls that each find 4 in flight (the first 4, which do not, are
-	// canceled), below the minimum latency, with the limit full: 4 served
-	// + 1, 5.
-	calls := fill(t, p, 4, now)
-	for i := range 12 {
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 6, MinLatency: 10 * ms, Latency: 20 * ms})
+	// 3.5 in flight at 1.3x: 2.691 served, 0.809 queued, within the
+	// allowance: with the limit full, 2.691 + 1 is below 6, kept.
+	now = round(t, p, now, 6, 13*ms, true)
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 6, MinLatency: 10 * ms, Latency: 13 * ms})
+	// Calls that each find 6 in flight (the first 6, which do not, are
+	// canceled), below the minimum latency, with the limit full: 6 served
+	// + 1, 7.
+	calls := fill(t, p, 6, now)
+	for i := range 18 {
 		at := now.Add(time.Duration(i+1) * ms)
 		o := OK
-		if i < 4 {
+		if i < 6 {
 			o = Canceled
 		}
-		calls[i%4].Exit(at, o)
-		calls[i%4] = fill(t, p, 1, at)[0]
+		calls[i%6].Exit(at, o)
+		calls[i%6] = fill(t, p, 1, at)[0]
 	}
-	if v, _ := enter(p, now.Add(13*ms)); v.Allowed {
-		t.Fatalf("fifth call: %+v, want degraded", v)
+	if v, _ := enter(p, now.Add(19*ms)); v.Allowed {
+		t.Fatalf("seventh call: %+v, want degraded", v)
 	}
 	now = now.Add(100 * ms)
 	tick(p, now)
-	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 5, MinLatency: 10 * ms, Latency: 4 * ms})
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 7, MinLatency: 10 * ms, Latency: 6 * ms})
 	for _, c := range calls {
 		c.Exit(now, Canceled)
 	}
@@ -191,20 +192,20 @@ func TestAdaptiveSamples(t *testing.T) {
 // entered before do not count.
 func TestAdaptiveMeasuresAgain(t *testing.T) {
 	p := mustPoint(t, adaptiveSettings(AdaptiveConcurrency{MinLimit: 2, MaxLimit: 100, Interval: 100 * ms, MinLatencyInterval: time.Second}))
-	now := startup(t, p) // 5.85, from at(400ms) on
+	now := startup(t, p) // 8, from at(400ms) on
 	old := fill(t, p, 5, now)
 	now = now.Add(time.Second)
 	tick(p, now)
-	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 3, Measuring: true, MinLatency: 10 * ms, Latency: 40 * ms})
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 6, Measuring: true, MinLatency: 10 * ms, Latency: 40 * ms})
 	for _, c := range old {
 		c.Exit(now, OK) // entered before: no sample
 	}
 	for range 8 {
 		now = round(t, p, now, 3, 20*ms, false)
 	}
-	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 3, Measuring: true, MinLatency: 10 * ms, Latency: 40 * ms})
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 6, Measuring: true, MinLatency: 10 * ms, Latency: 40 * ms})
 	now = round(t, p, now, 3, 20*ms, false) // the 25th to 27th samples
-	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 5, MinLatency: 20 * ms, Latency: 40 * ms})
+	wantAdaptive(t, p, now, AdaptiveStatus{Limit: 8, MinLatency: 20 * ms, Latency: 40 * ms})
 }
 
 // Priority: a sheddable request may use only its share of the limit.

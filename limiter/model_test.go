@@ -115,27 +115,30 @@ func (ad *modelAdaptive) advance(now int64, a AdaptiveConcurrency) {
 			ad.limit = limit * 1000
 		}
 		tolerance, _ := a.Tolerance.Get()
-		gradient := min(max(ad.minLatency*1000/ad.latency, 500), 1000)
+		gradient := min(ad.minLatency*1000/ad.latency, 1000)
 		served := inflight * gradient / 1000
-		allowance := max(1000, ad.limit*tolerance/100)
+		allowance := max(1000, served*tolerance/100)
 		queued := inflight-served > allowance
+		target := max(served+allowance, ad.limit/2)
 		next := ad.limit
 		switch {
 		case ad.startup && !queued:
-			ad.measured = append(ad.measured, samples...)
-			d, _ := mean(ad.measured)
-			ad.minLatency = max(1, d)
+			if inflight-served <= 1000 {
+				ad.measured = append(ad.measured, samples...)
+				d, _ := mean(ad.measured)
+				ad.minLatency = max(1, d)
+			}
 			if hit {
 				next = 2 * ad.limit
 			}
 		case ad.startup:
 			ad.startup = false
 			ad.nextMeasure = now + int64(a.MinLatencyInterval)
-			next = served + allowance
-		case queued && served+allowance < ad.limit:
-			next = ad.limit + (served+allowance-ad.limit)/2
-		case !queued && hit && served+allowance > ad.limit:
-			next = served + allowance
+			next = target
+		case queued && target < ad.limit:
+			next = ad.limit + (target-ad.limit)/2
+		case !queued && hit && target > ad.limit:
+			next = target
 		}
 		ad.limit = min(max(next, a.MinLimit*1000), a.MaxLimit*1000)
 	}

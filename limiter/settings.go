@@ -176,23 +176,25 @@ func (p Policy) SheddablePercent() int64 {
 // the calls that ended well (Outcome OK) in it:
 //
 //	inflight  = the mean of the calls in flight when each of them entered
-//	served    = inflight * clamp(minLatency/latency, 0.5, 1)
-//	allowance = max(1, limit*Tolerance/100)     the queue the upstream may hold
+//	served    = inflight * min(minLatency/latency, 1)
+//	allowance = max(1, served*Tolerance/100)    the queue the upstream may hold
 //	queued    = inflight - served > allowance
+//	target    = max(served + allowance, limit/2)
 //
 // During the startup the limit starts at MinLimit and doubles each round
 // that fills it without a queue (TCP slow start, BBR's startup); the first
-// round with a queue ends the startup at served + allowance. After it, a
-// round with a queue moves the limit AdaptiveSmoothing percent of the way
-// down to served + allowance; a round that fills the limit (a request found
-// it full) without one raises it to served + allowance if that is higher;
-// other rounds keep it. The limit is kept in thousandths of a call and
-// held between MinLimit and MaxLimit; requests are judged against its
-// whole part. It settles where the upstream's queue holds the allowance:
-// near capacity + max(1, Tolerance percent of it).
+// round with a queue ends the startup at target. After it, a round with a
+// queue moves the limit AdaptiveSmoothing percent of the way down to
+// target; a round that fills the limit (a request found it full) without
+// one raises it to target if that is higher; other rounds keep it. The
+// limit is kept in thousandths of a call and held between MinLimit and
+// MaxLimit; requests are judged against its whole part. It settles where
+// the upstream's queue holds the allowance: near capacity + max(1,
+// capacity*Tolerance/100), with the latency up to Tolerance percent above
+// the minimum.
 //
-// minLatency is the mean upstream time of the startup's rounds without a
-// queue, measured again every MinLatencyInterval after the startup (BBR's
+// minLatency is the mean upstream time of the startup's rounds with at
+// most one call queued, measured again every MinLatencyInterval after the startup (BBR's
 // ProbeRTT, Envoy's minRTT measurement): the limit is held at
 // AdaptiveMeasureShare percent of itself (at least MinLimit), so that the
 // upstream's queue drains, until MinLatencySamples calls entered since
@@ -214,10 +216,10 @@ type AdaptiveConcurrency struct {
 	// again, at least 1ms; a round lasts the last mean latency if that is
 	// longer. 0: DefaultAdaptiveInterval.
 	Interval time.Duration
-	// Tolerance is the queue the upstream may hold before the limit
-	// shrinks, in percent of the limit (0 to 1000), and at least one call;
-	// so, near the capacity, how far above its minimum the latency may
-	// rise. Off: DefaultAdaptiveTolerance.
+	// Tolerance is how far above its minimum, in percent (0 to 1000), the
+	// latency may rise before the limit shrinks: the queue the upstream
+	// may hold, in percent of the calls it serves, and at least one call.
+	// Off: DefaultAdaptiveTolerance.
 	Tolerance Threshold
 	// MinLatencyInterval is how often the minimum latency is measured
 	// again, at least Interval. 0: DefaultAdaptiveMinLatencyInterval.
