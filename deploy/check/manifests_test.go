@@ -231,6 +231,13 @@ func checkProxiedPod(t *testing.T, name string, objs []object, meta *metav1.Obje
 		if c.Name == sidecarName && (uid == nil || *uid != 65532) {
 			t.Errorf("%s: %s runs as %v, want 65532 (the image's USER)", name, sidecarName, uid)
 		}
+		// Found on a real kubelet (deploy/cluster): it hands the runtime the
+		// image's UID alone, and containerd takes the group from the image's
+		// /etc/passwd, 0 where it has none; USER 65532:65532 loses its group.
+		// The proxy's group is ours to set (the app's is the user's).
+		if gid := effectiveGroup(spec, &c); c.Name == sidecarName && (gid == nil || *gid != 65532) {
+			t.Errorf("%s: %s runs in group %v, want runAsGroup 65532 (without it, the group the image's /etc/passwd gives, root's in an image without one)", name, sidecarName, gid)
+		}
 	}
 
 	// The config: a ConfigMap directory mount (no subPath), the ConfigMap in the render.
@@ -377,6 +384,18 @@ func effectiveUser(spec *corev1.PodSpec, c *corev1.Container) (bool, *int64) {
 		}
 	}
 	return nonRoot != nil && *nonRoot, uid
+}
+
+// effectiveGroup returns runAsGroup as the kubelet sees it: the
+// container's, else the pod's.
+func effectiveGroup(spec *corev1.PodSpec, c *corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsGroup != nil {
+		return c.SecurityContext.RunAsGroup
+	}
+	if spec.SecurityContext != nil {
+		return spec.SecurityContext.RunAsGroup
+	}
+	return nil
 }
 
 // configArg returns the value of -config in args.

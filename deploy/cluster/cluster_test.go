@@ -51,7 +51,25 @@ func (e *env) kubectl(stdin []byte, args ...string) []byte {
 	return out
 }
 
+// apply is kubectl apply -f - of data; any warning the apiserver sends
+// back (PodSecurity's "would violate", a deprecated API) fails the test.
+func (e *env) apply(data []byte) {
+	e.t.Helper()
+	_, stderr, err := e.runKubectl(data, "apply", "-f", "-")
+	if err != nil {
+		e.t.Fatalf("kubectl apply: %v", err)
+	}
+	if strings.Contains(stderr, "Warning:") {
+		e.t.Errorf("kubectl apply warned:\n%s", stderr)
+	}
+}
+
 func (e *env) tryKubectl(stdin []byte, args ...string) ([]byte, error) {
+	out, _, err := e.runKubectl(stdin, args...)
+	return out, err
+}
+
+func (e *env) runKubectl(stdin []byte, args ...string) ([]byte, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"--kubeconfig", e.kubeconfig}, args...)...)
@@ -62,9 +80,9 @@ func (e *env) tryKubectl(stdin []byte, args ...string) ([]byte, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return out, fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+		return out, stderr.String(), fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
 	}
-	return out, nil
+	return out, stderr.String(), nil
 }
 
 // poll calls f every interval until it returns true, at most d; on a
@@ -82,8 +100,8 @@ func poll(t *testing.T, d, interval time.Duration, what string, f func() bool) {
 	}
 }
 
-func (e *env) pod() (*corev1.Pod, error) {
-	out, err := e.tryKubectl(nil, "-n", namespace, "get", "pod", podName, "-o", "json")
+func (e *env) pod(name string) (*corev1.Pod, error) {
+	out, err := e.tryKubectl(nil, "-n", namespace, "get", "pod", name, "-o", "json")
 	if err != nil {
 		return nil, err
 	}
@@ -94,14 +112,14 @@ func (e *env) pod() (*corev1.Pod, error) {
 	return &p, nil
 }
 
-// dumpOnFailure logs what a person would look at when the pod does not
+// dumpOnFailure logs what a person would look at when a pod does not
 // come up: kubectl describe, the events, each container's log.
 func (e *env) dumpOnFailure() {
 	if !e.t.Failed() {
 		return
 	}
 	for _, args := range [][]string{
-		{"-n", namespace, "describe", "pod", podName},
+		{"-n", namespace, "describe", "pods"},
 		{"-n", namespace, "get", "events", "--sort-by", ".lastTimestamp"},
 		{"-n", namespace, "logs", podName, "-c", sidecar, "--tail", "40"},
 		{"-n", namespace, "logs", podName, "-c", "app", "--tail", "20"},
@@ -113,13 +131,13 @@ func (e *env) dumpOnFailure() {
 
 // podFromDeployment is the Pod a ReplicaSet would make of d, bound to the
 // node: there is no scheduler or controller manager in this cluster.
-func podFromDeployment(d *appsv1.Deployment, node string) *corev1.Pod {
+func podFromDeployment(d *appsv1.Deployment, name, node string) *corev1.Pod {
 	p := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: *d.Spec.Template.ObjectMeta.DeepCopy(),
 		Spec:       *d.Spec.Template.Spec.DeepCopy(),
 	}
-	p.Name, p.Namespace = podName, d.Namespace
+	p.Name, p.Namespace = name, d.Namespace
 	p.Spec.NodeName = node
 	return p
 }
@@ -166,7 +184,7 @@ metadata:
 
 	// The overlay, as users apply it.
 	render := e.kubectl(nil, "kustomize", "e2e")
-	e.kubectl(render, "apply", "-f", "-")
+	e.apply(render)
 	var deployment *appsv1.Deployment
 	var configMap *corev1.ConfigMap
 	for _, doc := range strings.Split(string(render), "\n---\n") {
@@ -194,7 +212,78 @@ metadata:
 		t.Fatalf("the render has no Deployment or no ConfigMap with sds.yaml:\n%s", render)
 	}
 
-	pod := podFromDeployment(deployment, "localhost")
+	ready, took := e.createReady(t, podFromDeployment(deployment, podName, "localhost"))
+	t.Logf("figure: pod created -> Ready in %v", took.Round(10*time.Millisecond))
+	checkStartOrder(t, ready)
+	for name, id := range e.processIDs(t, ready) {
+		if id != [2]string{"65532", "65532"} {
+			t.Errorf("%s runs as %s:%s, want 65532:65532", name, id[0], id[1])
+		}
+	}
+
+	pf := e.portForward(t, "8080", "9901")
+	proxyURL, adminURL := "http://127.0.0.1:"+pf["8080"], "http://127.0.0.1:"+pf["9901"]
+	client := &http.Client{Timeout: 10 * time.Second}
+	if code, body := get(t, client, proxyURL+"/"); code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("GET / through the proxy port: got %d %q, want 200 \"ok\\n\"", code, body)
+	}
+
+	e.configEdit(t, client, ready, configMap, adminURL)
+	e.deleteUnderLoad(t, proxyURL)
+	e.imageUser(t, deployment)
+}
+
+var (
+	uidLine = regexp.MustCompile(`(?m)^Uid:\s+(\d+)`)
+	gidLine = regexp.MustCompile(`(?m)^Gid:\s+(\d+)`)
+)
+
+// processIDs reads, on the node, the real UID and GID of each container's
+// process in p, by container name.
+func (e *env) processIDs(t *testing.T, p *corev1.Pod) map[string][2]string {
+	t.Helper()
+	pids := e.taskPIDs(t)
+	ids := map[string][2]string{}
+	for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		pid, ok := pids[strings.TrimPrefix(cs.ContainerID, "containerd://")]
+		if !ok {
+			t.Fatalf("%s: containerd runs no task %s", cs.Name, cs.ContainerID)
+		}
+		st, err := os.ReadFile("/proc/" + pid + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid, gid := uidLine.FindSubmatch(st), gidLine.FindSubmatch(st)
+		if uid == nil || gid == nil {
+			t.Fatalf("/proc/%s/status has no Uid or Gid line", pid)
+		}
+		ids[cs.Name] = [2]string{string(uid[1]), string(gid[1])}
+	}
+	return ids
+}
+
+// taskPIDs maps the ID of each container containerd runs to its PID.
+func (e *env) taskPIDs(t *testing.T) map[string]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ctr", "--address", filepath.Join(e.dir, "containerd", "containerd.sock"), "-n", "k8s.io", "tasks", "ls").Output()
+	if err != nil {
+		t.Fatalf("ctr tasks ls: %v", err)
+	}
+	pids := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n")[1:] {
+		if f := strings.Fields(line); len(f) == 3 {
+			pids[f[0]] = f[1]
+		}
+	}
+	return pids
+}
+
+// createReady creates the pod and waits for it to be Ready; it returns
+// the pod then and the time that took.
+func (e *env) createReady(t *testing.T, pod *corev1.Pod) (*corev1.Pod, time.Duration) {
+	t.Helper()
 	podJSON, err := json.Marshal(pod)
 	if err != nil {
 		t.Fatal(err)
@@ -202,8 +291,8 @@ metadata:
 	created := time.Now()
 	e.kubectl(podJSON, "create", "-f", "-")
 	var ready *corev1.Pod
-	poll(t, 120*time.Second, 250*time.Millisecond, "the pod Ready", func() bool {
-		p, err := e.pod()
+	poll(t, 120*time.Second, 250*time.Millisecond, pod.Name+" Ready", func() bool {
+		p, err := e.pod(pod.Name)
 		if err != nil {
 			return false
 		}
@@ -215,18 +304,42 @@ metadata:
 		}
 		return false
 	})
-	t.Logf("figure: pod created -> Ready in %v", time.Since(created).Round(10*time.Millisecond))
-	checkStartOrder(t, ready)
+	return ready, time.Since(created)
+}
 
-	pf := e.portForward(t, "8080", "9901")
-	proxyURL, adminURL := "http://127.0.0.1:"+pf["8080"], "http://127.0.0.1:"+pf["9901"]
-	client := &http.Client{Timeout: 10 * time.Second}
-	if code, body := get(t, client, proxyURL+"/"); code != http.StatusOK || body != "ok\n" {
-		t.Fatalf("GET / through the proxy port: got %d %q, want 200 \"ok\\n\"", code, body)
+// imageUser: with runAsNonRoot and no runAsUser anywhere in the pod, the
+// kubelet takes the user from each image's config and starts the
+// container only if that user is numeric and not 0. The sds-proxy image
+// follows the Dockerfile's USER (deploy/check holds the two together), so
+// this is the kubelet's verdict on that USER; the processes run as 65532.
+func (e *env) imageUser(t *testing.T, d *appsv1.Deployment) {
+	pod := podFromDeployment(d, podName+"-image-user", "localhost")
+	clear := func(sc *corev1.SecurityContext) {
+		if sc != nil {
+			sc.RunAsUser, sc.RunAsGroup = nil, nil
+		}
 	}
-
-	e.configEdit(t, client, ready, configMap, adminURL)
-	e.deleteUnderLoad(t, proxyURL)
+	if pod.Spec.SecurityContext != nil {
+		pod.Spec.SecurityContext.RunAsUser, pod.Spec.SecurityContext.RunAsGroup = nil, nil
+	}
+	for i := range pod.Spec.InitContainers {
+		clear(pod.Spec.InitContainers[i].SecurityContext)
+	}
+	for i := range pod.Spec.Containers {
+		clear(pod.Spec.Containers[i].SecurityContext)
+	}
+	ready, _ := e.createReady(t, pod)
+	for name, id := range e.processIDs(t, ready) {
+		if id[0] != "65532" {
+			t.Errorf("%s runs as user %s, want the image's 65532", name, id[0])
+		}
+		// The kubelet hands the runtime the image's UID alone; containerd
+		// takes the group from the image's /etc/passwd (distroless has
+		// nonroot 65532:65532; this image has none: group 0). Hence
+		// runAsGroup in every manifest (deploy/check).
+		t.Logf("figure: %s without runAsUser/runAsGroup runs as %s:%s (image USER 65532:65532)", name, id[0], id[1])
+	}
+	e.kubectl(nil, "-n", namespace, "delete", "pod", pod.Name, "--wait=false")
 }
 
 // checkStartOrder: the sidecar is an init container that the kubelet
@@ -379,7 +492,7 @@ func (e *env) configEdit(t *testing.T, c *http.Client, p *corev1.Pod, cm *corev1
 		t.Fatalf("the sidecar's ConfigMap volume on the node: %v", err)
 	}
 	applied := time.Now()
-	e.kubectl(data, "apply", "-f", "-")
+	e.apply(data)
 	sync, err := time.ParseDuration(os.Getenv("SDS_CLUSTER_SYNC"))
 	if err != nil {
 		sync = time.Minute
@@ -479,7 +592,7 @@ func (e *env) watchExits(t *testing.T) <-chan map[string]exit {
 // be answered 200. One in ten takes 2.5 s, so that some are in flight
 // when the app gets SIGTERM.
 func (e *env) deleteUnderLoad(t *testing.T, proxyURL string) {
-	p, err := e.pod()
+	p, err := e.pod(podName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +668,7 @@ func (e *env) deleteUnderLoad(t *testing.T, proxyURL string) {
 	deleted = time.Now()
 	mu.Unlock()
 	poll(t, 60*time.Second, 100*time.Millisecond, "the pod gone", func() bool {
-		_, err := e.pod()
+		_, err := e.pod(podName)
 		return err != nil && strings.Contains(err.Error(), "NotFound")
 	})
 	gone := time.Since(deleted)
