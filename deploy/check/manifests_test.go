@@ -267,6 +267,14 @@ func checkProxiedPod(t *testing.T, name string, objs []object, meta *metav1.Obje
 		t.Fatalf("%s: ConfigMap %s: %v", name, cm.Name, err)
 	}
 	listen, admin := port(t, cfg.Listen, 8080), port(t, cfg.Admin, 9901)
+	// The kubelet probes from the node to the pod's IP (on a real kubelet,
+	// deploy/cluster: GET http://10.88.0.x:9901/readyz), and Services send
+	// there too: neither port may listen on loopback alone.
+	for _, a := range []struct{ key, addr string }{{"listen", cfg.Listen}, {"admin", cfg.Admin}} {
+		if host, _, err := net.SplitHostPort(a.addr); err == nil && (host == "localhost" || net.ParseIP(host).IsLoopback()) {
+			t.Errorf("%s: sds.yaml %s %q is on loopback: the kubelet's probes and the Service reach the pod's IP", name, a.key, a.addr)
+		}
+	}
 
 	// The app is reachable only through the proxy: it listens on loopback.
 	if u, err := url.Parse(cfg.Upstream); err != nil || !slices.Contains([]string{"127.0.0.1", "localhost", "::1"}, u.Hostname()) {

@@ -170,6 +170,12 @@ up() {
   dir=$(cd "$dir" && pwd)
   : >"$dir/pids"
   sysctl -n net.ipv4.ip_forward >"$dir/ip_forward.before"
+  # What the kubelet makes outside DIR whatever its flags, to remove at down
+  # if it was not there before.
+  : >"$dir/made-outside"
+  for p in /var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /sys/fs/cgroup/memory/kubepods /sys/fs/cgroup/kubepods; do
+    [ -e "$p" ] || echo "$p" >>"$dir/made-outside"
+  done
   images "$CACHE/images"
   pki "$dir"
   kubeconfig "$dir/admin.kubeconfig" admin "$dir/pki/admin.token"
@@ -261,6 +267,7 @@ rotateCertificates: false
 resolvConf: /etc/resolv.conf
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%}
 imageGCHighThresholdPercent: 100
+podLogsDirectory: "$dir/logs/pods"
 imageGCLowThresholdPercent: 99
 EOF
   say "kubelet $("$bins/kubelet" --version)"
@@ -303,6 +310,18 @@ down() {
   for n in "${netns[@]}"; do
     [ -e "$n" ] && { ip netns delete "$(basename "$n")" 2>/dev/null || umount -l "$n" 2>/dev/null; rm -f "$n"; }
   done
+  # The kubelet's links to the containers' logs, libcni's cache of this
+  # network's results, and whatever the kubelet made outside DIR.
+  rm -rf /var/log/containers/*_sds-e2e_*.log /var/log/pods/sds-e2e_* /var/lib/cni/results/sds-e2e-* 2>/dev/null || true
+  [ -f "$dir/made-outside" ] && while read -r p; do
+    case "$p" in
+      /sys/fs/cgroup/*) # empty cgroups, leaves first, in every hierarchy
+        for h in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+          [ -d "$h" ] && { find "$h" -depth -type d -exec rmdir {} + 2>/dev/null || true; }
+        done ;;
+      *) [ -e "$p" ] && { find "$p" -depth \( -type s -o -type f -name kubelet_internal_checkpoint \) -delete; find "$p" -depth -type d -empty -delete; } || true ;;
+    esac
+  done <"$dir/made-outside"
   if ip link show "$BRIDGE" >/dev/null 2>&1; then
     ip link delete "$BRIDGE" || say "could not delete bridge $BRIDGE"
   fi

@@ -340,6 +340,10 @@ func (e *env) imageUser(t *testing.T, d *appsv1.Deployment) {
 		t.Logf("figure: %s without runAsUser/runAsGroup runs as %s:%s (image USER 65532:65532)", name, id[0], id[1])
 	}
 	e.kubectl(nil, "-n", namespace, "delete", "pod", pod.Name, "--wait=false")
+	poll(t, 60*time.Second, 100*time.Millisecond, pod.Name+" gone", func() bool {
+		_, err := e.pod(pod.Name)
+		return err != nil && strings.Contains(err.Error(), "NotFound")
+	})
 }
 
 // checkStartOrder: the sidecar is an init container that the kubelet
