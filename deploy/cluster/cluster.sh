@@ -31,6 +31,7 @@ PAUSE_IMAGE=sds-e2e.local/pause:1
 SYNC=${SDS_CLUSTER_SYNC:-1m}
 
 say() { echo "cluster: $*" >&2; }
+up_dir=/nonexistent # the folder of the cluster being brought up (wait_for watches its processes)
 die() { say "$*"; exit 1; }
 
 # wait_for SECONDS WHAT LOG CMD...: run CMD until it succeeds, at most SECONDS.
@@ -38,6 +39,14 @@ wait_for() {
   local secs=$1 what=$2 log=$3; shift 3
   local deadline=$(( $(date +%s) + secs ))
   until "$@" >/dev/null 2>&1; do
+    local pid name
+    while read -r pid name; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        say "$name exited while waiting for $what; last lines of $up_dir/logs/$name.log:"
+        tail -n 15 "$up_dir/logs/$name.log" >&2 || true
+        return 1
+      fi
+    done < <(cat "$up_dir/pids" 2>/dev/null)
     if [ "$(date +%s)" -ge "$deadline" ]; then
       say "$what not ready after ${secs}s; last lines of $log:"
       tail -n 15 "$log" >&2 || true
@@ -59,7 +68,7 @@ check() {
     [ -x "$CNI_BIN/$p" ] || missing+=("$CNI_BIN/$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
-    echo "cannot run here: missing ${missing[*]} (Debian: containerd runc containernetworking-plugins etcd-server kubernetes-client)"
+    echo "cannot run here: missing ${missing[*]} (Debian: containerd runc containernetworking-plugins etcd-server kubectl)"
     return 3
   fi
   if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
@@ -168,6 +177,7 @@ up() {
   build
   mkdir -p "$dir"/{logs,etcd,containerd,cni/net.d,cni/ipam,kubelet}
   dir=$(cd "$dir" && pwd)
+  up_dir=$dir
   : >"$dir/pids"
   sysctl -n net.ipv4.ip_forward >"$dir/ip_forward.before"
   # What the kubelet makes outside DIR whatever its flags, to remove at down
@@ -282,6 +292,7 @@ EOF
 down() {
   local dir=$1
   [ -f "$dir/pids" ] || { say "nothing started in $dir"; return 0; }
+  up_dir=/nonexistent # stopping: a process that is gone is no news
   local ctr=(ctr --address "$dir/containerd/containerd.sock" -n k8s.io)
   local netns=()
   if [ -S "$dir/containerd/containerd.sock" ]; then
@@ -329,7 +340,7 @@ down() {
     sysctl -qw "net.ipv4.ip_forward=$(cat "$dir/ip_forward.before")"
   fi
   # The kubelet's and containerd's mounts under DIR (pod volumes, rootfs).
-  grep -o " $dir/[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  { grep -o " $dir/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   say "down: $dir"
 }
 
@@ -366,7 +377,8 @@ e2e() {
   why=$(check) || { echo "$why"; return 3; }
   local dir
   dir=$(mktemp -d /tmp/sds-cluster.XXXXXX)
-  trap 'down "'"$dir"'"; [ -n "${SDS_CLUSTER_KEEP:-}" ] || rm -rf "'"$dir"'"' EXIT
+  # On any exit: stop everything, whatever fails on the way down.
+  trap 'set +e; down "'"$dir"'"; [ -n "${SDS_CLUSTER_KEEP:-}" ] || rm -rf "'"$dir"'"' EXIT
   local t0
   t0=$(date +%s)
   up "$dir"
