@@ -151,7 +151,8 @@ func FromDockerfile(dockerfile, contextDir string, built map[string]string) (Spe
 	}
 	var s Spec
 	var errs []error
-	for _, ins := range finalStage(string(data)) {
+	_, final := Instructions(string(data))
+	for _, ins := range final {
 		kw, rest := ins[0], ins[1]
 		switch kw {
 		case "ARG", "LABEL":
@@ -244,10 +245,11 @@ func copyFile(rest, contextDir string, built map[string]string) (File, error) {
 	return f, nil
 }
 
-// finalStage returns the instructions after the last FROM, each as
-// keyword and the rest of its line, continuation lines joined.
-func finalStage(text string) [][2]string {
-	var final [][2]string
+// Instructions splits a Dockerfile into its instructions, each as
+// keyword (upper case) and the rest of its line, continuation lines
+// joined and comments dropped: all of them, and those of the final stage
+// (after the last FROM).
+func Instructions(text string) (all, final [][2]string) {
 	var cur string
 	for _, line := range strings.Split(text, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") {
@@ -259,14 +261,15 @@ func finalStage(text string) [][2]string {
 		}
 		cur += line
 		if kw, rest, ok := strings.Cut(strings.TrimSpace(cur), " "); ok {
-			kw = strings.ToUpper(kw)
-			if kw == "FROM" {
+			ins := [2]string{strings.ToUpper(kw), strings.TrimSpace(rest)}
+			all = append(all, ins)
+			if ins[0] == "FROM" {
 				final = nil
 			} else {
-				final = append(final, [2]string{kw, strings.TrimSpace(rest)})
+				final = append(final, ins)
 			}
 		}
 		cur = ""
 	}
-	return final
+	return all, final
 }
