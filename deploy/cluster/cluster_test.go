@@ -437,8 +437,13 @@ func get(t *testing.T, c *http.Client, url string) (int, string) {
 // status is the part of the admin port's /status the test reads.
 type status struct {
 	Config struct {
-		Hash     string    `json:"hash"`
-		LoadedAt time.Time `json:"loadedAt"`
+		Hash       string    `json:"hash"`
+		LoadedAt   time.Time `json:"loadedAt"`
+		LastReload *struct {
+			At    time.Time `json:"at"`
+			OK    bool      `json:"ok"`
+			Error string    `json:"error"`
+		} `json:"lastReload"`
 	} `json:"config"`
 	Points []struct {
 		Name       string `json:"name"`
@@ -471,38 +476,94 @@ func (s status) concurrentThreshold() int64 {
 
 // configEdit: kubectl apply of the ConfigMap with a new threshold; the
 // kubelet swaps the mounted ..data symlink (measured on the node, from the
-// symlink's own mtime) and the proxy applies it (from its /status).
+// symlink's own mtime) and the proxy applies it (from its /status). Then
+// two more swaps: an invalid file, which the proxy rejects and keeps the
+// config in force, and a valid one after it, which it applies (a watch on
+// the file itself would have lost track after the first swap). The
+// kubelet swaps a ConfigMap volume on the pod's next sync, every
+// syncFrequency (1 min) plus up to half of it of jitter: 60 to 90 s after
+// an edit here, sometimes sooner. So the last two edits are followed by
+// an annotation on the pod, which makes the kubelet sync it at once.
 func (e *env) configEdit(t *testing.T, c *http.Client, p *corev1.Pod, cm *corev1.ConfigMap, adminURL string) {
 	before := readStatus(t, c, adminURL)
 	old := before.concurrentThreshold()
-	if old <= 1 {
-		t.Fatalf("the first point's concurrentThreshold before the edit: got %d, want > 1", old)
+	if old <= 3 {
+		t.Fatalf("the first point's concurrentThreshold before the edit: got %d, want > 3", old)
 	}
-	want := old / 2
 	oldLine := fmt.Sprintf("concurrentThreshold: %d", old)
 	if !strings.Contains(cm.Data["sds.yaml"], oldLine) {
 		t.Fatalf("the ConfigMap's sds.yaml has no %q", oldLine)
 	}
+	with := func(line string) string { return strings.Replace(cm.Data["sds.yaml"], oldLine, line, 1) }
+	dataLink := filepath.Join(e.dir, "kubelet", "pods", string(p.UID), "volumes", "kubernetes.io~configmap", "sds-config", "..data")
+
+	want := old / 2
+	applied, swapped := e.applyConfig(t, cm, with(fmt.Sprintf("concurrentThreshold: %d", want)), dataLink, false)
+	var after status
+	poll(t, 30*time.Second, 50*time.Millisecond, "the proxy applying the edit", func() bool {
+		after = readStatus(t, c, adminURL)
+		return after.concurrentThreshold() == want
+	})
+	t.Logf("figure: kubectl apply -> kubelet swapped ..data in %v; swap -> proxy applied in %v",
+		swapped.Sub(applied).Round(10*time.Millisecond), after.Config.LoadedAt.Sub(swapped).Round(time.Millisecond))
+	if after.Config.Hash == before.Config.Hash {
+		t.Fatalf("config hash unchanged after the edit: %s", after.Config.Hash)
+	}
+
+	applied, swapped = e.applyConfig(t, cm, with("concurrentThreshold: many"), dataLink, true)
+	poll(t, 30*time.Second, 50*time.Millisecond, "the proxy rejecting the invalid edit", func() bool {
+		after = readStatus(t, c, adminURL)
+		r := after.Config.LastReload
+		return r != nil && !r.At.Before(swapped.Truncate(time.Second)) && !r.OK
+	})
+	if got := after.concurrentThreshold(); got != want {
+		t.Fatalf("after an invalid file: concurrentThreshold %d, want %d still in force", got, want)
+	}
+	t.Logf("figure: kubectl apply of an invalid sds.yaml -> swapped in %v; rejected, %d kept: %s",
+		swapped.Sub(applied).Round(10*time.Millisecond), want, after.Config.LastReload.Error)
+
+	want = old / 4
+	applied, swapped = e.applyConfig(t, cm, with(fmt.Sprintf("concurrentThreshold: %d", want)), dataLink, true)
+	poll(t, 30*time.Second, 50*time.Millisecond, "the proxy applying the edit after the invalid one", func() bool {
+		after = readStatus(t, c, adminURL)
+		return after.concurrentThreshold() == want
+	})
+	t.Logf("figure: kubectl apply of a valid one after it -> swapped in %v; swap -> proxy applied in %v",
+		swapped.Sub(applied).Round(10*time.Millisecond), after.Config.LoadedAt.Sub(swapped).Round(time.Millisecond))
+}
+
+// applyConfig applies cm with sds.yaml set to text and waits for the
+// kubelet to swap dataLink; it returns when kubectl was run and when the
+// new ..data symlink was made (its mtime).
+func (e *env) applyConfig(t *testing.T, cm *corev1.ConfigMap, text, dataLink string, nudge bool) (applied, swapped time.Time) {
+	t.Helper()
 	edited := cm.DeepCopy()
-	edited.Data["sds.yaml"] = strings.Replace(cm.Data["sds.yaml"], oldLine, fmt.Sprintf("concurrentThreshold: %d", want), 1)
+	edited.Data["sds.yaml"] = text
 	edited.Namespace = namespace
 	data, err := json.Marshal(edited)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dataLink := filepath.Join(e.dir, "kubelet", "pods", string(p.UID), "volumes", "kubernetes.io~configmap", "sds-config", "..data")
 	oldTarget, err := os.Readlink(dataLink)
 	if err != nil {
 		t.Fatalf("the sidecar's ConfigMap volume on the node: %v", err)
 	}
-	applied := time.Now()
+	applied = time.Now()
 	e.apply(data)
+	if nudge {
+		// Any change to the pod makes the kubelet sync it now, and a sync
+		// remounts its ConfigMap volumes (docs/kubernetes.md).
+		e.kubectl(nil, "-n", namespace, "annotate", "pod", podName, "--overwrite",
+			"sds-proxy.io/config-applied="+applied.UTC().Format("20060102T150405.000Z"))
+	}
+	// The kubelet rewrites a changed ConfigMap volume at the latest on the
+	// pod's next sync (syncFrequency, cluster.sh's SDS_CLUSTER_SYNC, plus
+	// up to half of it).
 	sync, err := time.ParseDuration(os.Getenv("SDS_CLUSTER_SYNC"))
 	if err != nil {
 		sync = time.Minute
 	}
-	var swapped time.Time
-	poll(t, sync+90*time.Second, 100*time.Millisecond, "the kubelet's swap of ..data", func() bool {
+	poll(t, sync*3/2+30*time.Second, 50*time.Millisecond, "the kubelet's swap of ..data", func() bool {
 		target, err := os.Readlink(dataLink)
 		if err != nil || target == oldTarget {
 			return false
@@ -514,16 +575,7 @@ func (e *env) configEdit(t *testing.T, c *http.Client, p *corev1.Pod, cm *corev1
 		swapped = fi.ModTime()
 		return true
 	})
-	var after status
-	poll(t, 30*time.Second, 50*time.Millisecond, "the proxy applying the edit", func() bool {
-		after = readStatus(t, c, adminURL)
-		return after.concurrentThreshold() == want
-	})
-	t.Logf("figure: kubectl apply -> kubelet swapped ..data in %v (sync period %v); swap -> proxy applied in %v",
-		swapped.Sub(applied).Round(10*time.Millisecond), sync, after.Config.LoadedAt.Sub(swapped).Round(time.Millisecond))
-	if after.Config.Hash == before.Config.Hash {
-		t.Fatalf("config hash unchanged after the edit: %s", after.Config.Hash)
-	}
+	return applied, swapped
 }
 
 // result is one request of the load: when it started and ended, how.
