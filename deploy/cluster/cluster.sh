@@ -19,7 +19,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 K8S_VERSION=${SDS_K8S_VERSION:-v1.34.4}
-CACHE=${SDS_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sds-proxy-cluster}
+CACHE=${SDS_CLUSTER_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/sds-proxy-cluster}
 CNI_BIN=${SDS_CNI_BIN:-/usr/lib/cni}
 NODE=localhost # the apiserver reaches the kubelet by this name (a node IP may not be loopback)
 BRIDGE=sdse2e0
