@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sds-proxy/sds-proxy/deploy/cluster/image"
 )
 
 // dockerfile is the parsed final stage of the repository's Dockerfile:
@@ -22,26 +24,7 @@ func parseDockerfile(t *testing.T, path string) dockerfile {
 		t.Fatal(err)
 	}
 	var df dockerfile
-	var cur string
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
-		}
-		if l, ok := strings.CutSuffix(strings.TrimRight(line, " "), "\\"); ok {
-			cur += l + " "
-			continue
-		}
-		cur += line
-		if kw, rest, ok := strings.Cut(strings.TrimSpace(cur), " "); ok {
-			ins := [2]string{strings.ToUpper(kw), strings.TrimSpace(rest)}
-			df.all = append(df.all, ins)
-			if ins[0] == "FROM" {
-				df.final = nil
-			}
-			df.final = append(df.final, ins)
-		}
-		cur = ""
-	}
+	df.all, df.final = image.Instructions(string(data))
 	return df
 }
 

@@ -231,6 +231,13 @@ func checkProxiedPod(t *testing.T, name string, objs []object, meta *metav1.Obje
 		if c.Name == sidecarName && (uid == nil || *uid != 65532) {
 			t.Errorf("%s: %s runs as %v, want 65532 (the image's USER)", name, sidecarName, uid)
 		}
+		// Found on a real kubelet (deploy/cluster): it hands the runtime the
+		// image's UID alone, and containerd takes the group from the image's
+		// /etc/passwd, 0 where it has none; USER 65532:65532 loses its group.
+		// The proxy's group is ours to set (the app's is the user's).
+		if gid := effectiveGroup(spec, &c); c.Name == sidecarName && (gid == nil || *gid != 65532) {
+			t.Errorf("%s: %s runs in group %v, want runAsGroup 65532 (without it, the group the image's /etc/passwd gives, root's in an image without one)", name, sidecarName, gid)
+		}
 	}
 
 	// The config: a ConfigMap directory mount (no subPath), the ConfigMap in the render.
@@ -260,6 +267,14 @@ func checkProxiedPod(t *testing.T, name string, objs []object, meta *metav1.Obje
 		t.Fatalf("%s: ConfigMap %s: %v", name, cm.Name, err)
 	}
 	listen, admin := port(t, cfg.Listen, 8080), port(t, cfg.Admin, 9901)
+	// The kubelet probes from the node to the pod's IP (on a real kubelet,
+	// deploy/cluster: GET http://10.88.0.x:9901/readyz), and Services send
+	// there too: neither port may listen on loopback alone.
+	for _, a := range []struct{ key, addr string }{{"listen", cfg.Listen}, {"admin", cfg.Admin}} {
+		if host, _, err := net.SplitHostPort(a.addr); err == nil && (host == "localhost" || net.ParseIP(host).IsLoopback()) {
+			t.Errorf("%s: sds.yaml %s %q is on loopback: the kubelet's probes and the Service reach the pod's IP", name, a.key, a.addr)
+		}
+	}
 
 	// The app is reachable only through the proxy: it listens on loopback.
 	if u, err := url.Parse(cfg.Upstream); err != nil || !slices.Contains([]string{"127.0.0.1", "localhost", "::1"}, u.Hostname()) {
@@ -377,6 +392,18 @@ func effectiveUser(spec *corev1.PodSpec, c *corev1.Container) (bool, *int64) {
 		}
 	}
 	return nonRoot != nil && *nonRoot, uid
+}
+
+// effectiveGroup returns runAsGroup as the kubelet sees it: the
+// container's, else the pod's.
+func effectiveGroup(spec *corev1.PodSpec, c *corev1.Container) *int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsGroup != nil {
+		return c.SecurityContext.RunAsGroup
+	}
+	if spec.SecurityContext != nil {
+		return spec.SecurityContext.RunAsGroup
+	}
+	return nil
 }
 
 // configArg returns the value of -config in args.
