@@ -231,7 +231,7 @@ const (
 	DefaultAdaptiveMinLimit           = 3
 	DefaultAdaptiveMaxLimit           = 1000
 	DefaultAdaptiveInterval           = 100 * time.Millisecond
-	DefaultAdaptiveTolerance          = 10
+	DefaultAdaptiveTolerance          = 25
 	DefaultAdaptiveMinLatencyInterval = time.Minute
 	// MaxAdaptiveLimit is the highest MaxLimit.
 	MaxAdaptiveLimit = 1 << 20

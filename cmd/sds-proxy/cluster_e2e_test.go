@@ -88,6 +88,7 @@ func (f *fleet) loadInto(ta *tally, workers []int, d time.Duration, wantDegraded
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	for i, w := range workers {
+		client, url := f.clients[i], f.proxies[i].url
 		for range w {
 			wg.Go(func() {
 				for range 200_000 {
@@ -99,7 +100,7 @@ func (f *fleet) loadInto(ta *tally, workers []int, d time.Duration, wantDegraded
 					if time.Now().After(deadline) {
 						return
 					}
-					switch admitted, failure := f.get(i, wantDegraded); {
+					switch admitted, failure := getWork(client, url, wantDegraded); {
 					case failure != "":
 						ta.fail(failure)
 					case admitted:
@@ -115,11 +116,11 @@ func (f *fleet) loadInto(ta *tally, workers []int, d time.Duration, wantDegraded
 	return ta
 }
 
-// get sends one GET to proxy i: an upstream answer is admitted, a 429
-// with wantDegraded as Sds-Degraded is not, and anything else is a
-// failure, described.
-func (f *fleet) get(i int, wantDegraded string) (admitted bool, failure string) {
-	resp, err := f.clients[i].Get(f.proxies[i].url + "/work")
+// getWork sends one GET /work to the proxy at url: an upstream answer is
+// admitted, a 429 with wantDegraded as Sds-Degraded is not, and anything
+// else is a failure, described.
+func getWork(client *http.Client, url, wantDegraded string) (admitted bool, failure string) {
+	resp, err := client.Get(url + "/work")
 	if err != nil {
 		return false, err.Error()
 	}

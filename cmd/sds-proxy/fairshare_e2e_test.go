@@ -36,6 +36,9 @@ type pacedLoad struct {
 // the run's seconds requests; the ticker paces the load.
 func (f *fleet) pace(wg *sync.WaitGroup, pl *pacedLoad, i, perSecond int, begin time.Time) {
 	total := time.Duration(len(pl.offered)) * time.Second
+	// Read here, before the goroutine: add may grow the fleet's slices
+	// while the load runs.
+	client, url := f.clients[i], f.proxies[i].url
 	wg.Go(func() {
 		tick := time.NewTicker(time.Second / time.Duration(perSecond))
 		defer tick.Stop()
@@ -49,7 +52,7 @@ func (f *fleet) pace(wg *sync.WaitGroup, pl *pacedLoad, i, perSecond int, begin 
 			sec := int(at.Sub(begin) / time.Second)
 			pl.offered[sec].Add(1)
 			sent.Go(func() {
-				switch admitted, failure := f.get(i, "cluster_token_bucket; point=p"); {
+				switch admitted, failure := getWork(client, url, "cluster_token_bucket; point=p"); {
 				case failure != "":
 					pl.fail(failure)
 				case admitted:

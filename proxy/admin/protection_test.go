@@ -73,7 +73,7 @@ func TestStatusProtection(t *testing.T) {
 	if a := adaptive.Adaptive; a == nil || a.Limit != 4 || a.Measuring || a.MinLatency != 0 {
 		t.Errorf("adaptive point: %+v, want limit 4, not measuring, no minimum latency yet", a)
 	}
-	want := map[string]any{"minLimit": 4.0, "maxLimit": 1000.0, "interval": "100ms", "tolerance": 10.0, "minLatencyInterval": "1m0s"}
+	want := map[string]any{"minLimit": 4.0, "maxLimit": 1000.0, "interval": "100ms", "tolerance": 25.0, "minLatencyInterval": "1m0s"}
 	got, _ := adaptive.Thresholds["adaptiveConcurrency"].(map[string]any)
 	for k, v := range want {
 		if got[k] != v {
