@@ -254,7 +254,9 @@ func (c perPoint) Collect(ch chan<- prometheus.Metric) {
 // from label pairs made once (the point's, and one per label value shared
 // by every point) and allocates one batch of series per point and scrape,
 // so that a scrape of 10,000 points costs about what the client library's
-// own encoding of their series does.
+// own encoding of their series does. It serves a Gather of the registry
+// (tests, and any other reader); the admin port's scrapes go through
+// Handler (exposition.go), which writes the same series without it.
 type pointCollector struct {
 	points  func() []Source
 	metrics *Set // its everyPoint
