@@ -113,17 +113,25 @@ func (m *Set) Handler(reg prometheus.Gatherer) http.Handler {
 }
 
 // chunkSeries is the most series a scrape holds as dto.Metric values at
-// once: 512 of about 200 bytes each.
+// once (in the formats Handler writes in chunks: text, OpenMetrics 1.0.0
+// and 0.0.1, delimited protobuf): 512 of about 200 bytes each.
 const chunkSeries = 512
 
 // scrape is one scrape's state, recycled from scrape to scrape: the
 // points sorted by name with what was read of them once, the chunk of
 // series being filled, and the buffers of the encoding.
 type scrape struct {
-	now    time.Time
-	proto  bool // the protobuf format; else a text one
-	out    *bufio.Writer
-	points []*Point // every point with series, by name
+	now   time.Time
+	proto bool // the protobuf format; else a text one
+	// direct: counters and gauges are written by hand (direct.go), past
+	// each family's first series, which the library writes with the
+	// family's header; in the text format, OpenMetrics 1.0.0 and 0.0.1,
+	// and protobuf. Other formats go through the library alone.
+	direct      bool
+	openMetrics bool   // direct in OpenMetrics: its float format
+	num         []byte // a number being formatted
+	out         *bufio.Writer
+	points      []*Point // every point with series, by name
 	// live holds, for each of points, what the scrape read once of it.
 	live    []pointRead
 	inForce map[string]*Source
@@ -134,11 +142,11 @@ type scrape struct {
 	started bool // a chunk of fam was encoded: its header is out
 	header  int  // text formats: the length of fam's HELP and TYPE lines
 	slots   [chunkSeries]slot
-	metrics [chunkSeries]*dto.Metric // &slots[i].metric
-	family  dto.MetricFamily         // the chunk as the encoder reads it
-	enc     expfmt.Encoder           // text formats: encodes into chunk
-	chunk   bytes.Buffer             // text formats: a chunk encoded
-	body    []byte                   // protobuf: fam's message so far
+	metrics []*dto.Metric    // &slots[i].metric, then a whole family's more
+	family  dto.MetricFamily // the chunk as the encoder reads it
+	enc     expfmt.Encoder   // text formats: encodes into chunk
+	chunk   bytes.Buffer     // text formats: a chunk encoded
+	body    []byte           // protobuf: fam's message so far
 	marshal proto.MarshalOptions
 	err     error // the family's first error of encoding
 }
@@ -164,6 +172,7 @@ type slot struct {
 
 func newScrape() *scrape {
 	s := &scrape{inForce: make(map[string]*Source), out: bufio.NewWriterSize(nil, 64<<10)}
+	s.metrics = make([]*dto.Metric, chunkSeries)
 	for i := range s.slots {
 		s.metrics[i] = &s.slots[i].metric
 	}
@@ -178,6 +187,9 @@ func (s *scrape) start(m *Set, format expfmt.Format, w http.ResponseWriter) {
 	}
 	s.out.Reset(w)
 	s.proto = format.FormatType() == expfmt.TypeProtoDelim
+	s.openMetrics = format.FormatType() == expfmt.TypeOpenMetrics
+	s.direct = s.proto || format.FormatType() == expfmt.TypeTextPlain ||
+		s.openMetrics && !strings.Contains(string(format), "version="+expfmt.OpenMetricsVersion_2_0_0)
 	s.chunk.Reset()
 	s.enc = nil
 	if !s.proto {
@@ -213,10 +225,19 @@ func (s *scrape) begin(f *family) {
 
 // next returns the next slot of the chunk, cleared.
 func (s *scrape) next() *slot {
-	if s.n == chunkSeries {
+	var sl *slot
+	switch {
+	case s.n < chunkSeries:
+		sl = &s.slots[s.n]
+	case s.direct:
 		s.flush()
+		sl = &s.slots[0]
+	default:
+		// A format whose families cannot be written in chunks: the
+		// family whole, in slots of its own.
+		sl = new(slot)
+		s.metrics = append(s.metrics, &sl.metric)
 	}
-	sl := &s.slots[s.n]
 	s.n++
 	m := &sl.metric
 	m.Label, m.Gauge, m.Counter, m.Summary, m.Untyped, m.Histogram, m.TimestampMs = nil, nil, nil, nil, nil, nil, nil
@@ -242,21 +263,35 @@ func (sl *slot) setLabels(point, label *dto.LabelPair) {
 // counter adds a series of the family: pm's counter of value v with
 // label besides point (nil for none).
 func (s *scrape) counter(pm *Point, label *dto.LabelPair, v float64) {
+	if s.direct && s.started {
+		s.directCounter(pm, label, v)
+		return
+	}
 	sl := s.next()
 	sl.setLabels(pm.pointLabel, label)
 	sl.value = v
 	sl.counter = dto.Counter{}
 	sl.counter.Value, sl.counter.CreatedTimestamp = &sl.value, pm.created
 	sl.metric.Counter = &sl.counter
+	if s.direct {
+		s.flush() // the family's header and first series, by the library
+	}
 }
 
 // gauge adds a gauge series of the family.
 func (s *scrape) gauge(pm *Point, label *dto.LabelPair, v float64) {
+	if s.direct && s.started {
+		s.directGauge(pm, label, v)
+		return
+	}
 	sl := s.next()
 	sl.setLabels(pm.pointLabel, label)
 	sl.value = v
 	sl.gauge.Value = &sl.value
 	sl.metric.Gauge = &sl.gauge
+	if s.direct {
+		s.flush()
+	}
 }
 
 // histogram adds pm's upstream time histogram, as the client library
@@ -281,6 +316,12 @@ func (s *scrape) flush() {
 	f := &s.family
 	f.Metric = s.metrics[:s.n]
 	s.n = 0
+	defer func() {
+		if len(s.metrics) > chunkSeries { // a whole family's slots: dropped
+			clear(s.metrics[chunkSeries:])
+			s.metrics = s.metrics[:chunkSeries]
+		}
+	}()
 	if s.proto {
 		if !s.started {
 			// The family's fields, then its metrics: the order in which

@@ -30,6 +30,8 @@ var scrapeAccepts = []string{
 	"application/openmetrics-text;version=0.0.1",
 	"application/openmetrics-text;version=1.0.0;escaping=underscores",
 	"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited",
+	"application/openmetrics-text;version=2.0.0",
+	"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=text",
 }
 
 // randomSet builds a Set on reg whose points have random names (quotes,
