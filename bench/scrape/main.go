@@ -112,11 +112,11 @@ func main() {
 	ready := time.Since(start)
 	pid := cmd.Process.Pid
 	fmt.Printf("config: %d points, %d routes (%d exact and a catch-all), %d bytes\n", *points, *points, *points-1, len(body))
-	fmt.Printf("serving after %v: VmRSS %.1f MiB, VmHWM %.1f MiB\n", ready.Round(time.Millisecond), mib(status(pid, "VmRSS")), mib(status(pid, "VmHWM")))
+	fmt.Printf("serving after %v: %s\n", ready.Round(time.Millisecond), memory(pid))
 
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, DisableCompression: true}}
 	traffic(client, "http://"+proxyAddr, padding, *requests, *busy)
-	fmt.Printf("after %d requests over %d points: VmRSS %.1f MiB, VmHWM %.1f MiB\n", *requests, *busy, mib(status(pid, "VmRSS")), mib(status(pid, "VmHWM")))
+	fmt.Printf("after %d requests over %d points: %s\n", *requests, *busy, memory(pid))
 
 	var took []time.Duration
 	var size0 int
@@ -125,8 +125,7 @@ func main() {
 		took = append(took, d)
 		size0 = len(b)
 	}
-	hwmScrape := mib(status(pid, "VmHWM"))
-	fmt.Printf("after %d scrapes (%s, gzip, %d bytes unzipped): VmRSS %.1f MiB, VmHWM %.1f MiB\n", *scrapes, *format, size0, mib(status(pid, "VmRSS")), hwmScrape)
+	fmt.Printf("after %d scrapes (%s, gzip, %d bytes unzipped): %s\n", *scrapes, *format, size0, memory(pid))
 
 	var statusTook []time.Duration
 	for range *statuses {
@@ -139,7 +138,7 @@ func main() {
 		size0 = len(b)
 	}
 	hwm := mib(status(pid, "VmHWM"))
-	fmt.Printf("after %d /status (%d bytes): VmRSS %.1f MiB, VmHWM %.1f MiB\n", *statuses, size0, mib(status(pid, "VmRSS")), hwm)
+	fmt.Printf("after %d /status (%d bytes): %s\n", *statuses, size0, memory(pid))
 
 	median := medianOf(took)
 	fmt.Printf("scrapes: %s\n", durations(took))
@@ -277,6 +276,14 @@ func status(pid int, field string) int64 {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// memory is process pid's resident size now (VmRSS, and its anonymous
+// and file-backed parts: the binary's pages are file-backed, and a
+// container's limit reclaims them before it kills) and its peak (VmHWM).
+func memory(pid int) string {
+	return fmt.Sprintf("VmRSS %.1f MiB (RssAnon %.1f, RssFile %.1f), VmHWM %.1f MiB",
+		mib(status(pid, "VmRSS")), mib(status(pid, "RssAnon")), mib(status(pid, "RssFile")), mib(status(pid, "VmHWM")))
+}
 
 func medianOf(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
