@@ -71,7 +71,12 @@ func (m *Set) Handler(reg prometheus.Gatherer) http.Handler {
 		if s == nil {
 			s = newScrape()
 		}
-		defer m.scrapes.Put(s)
+		defer func() {
+			if cap(s.body) > maxKeptBody {
+				s.body = nil // not kept between scrapes: the upstream times' family of 10,000 points is some 5 MB
+			}
+			m.scrapes.Put(s)
+		}()
 		s.start(m, format, w)
 		defer s.out.Reset(nil) // the pooled scrape keeps no ResponseWriter
 
@@ -111,6 +116,11 @@ func (m *Set) Handler(reg prometheus.Gatherer) http.Handler {
 		s.out.Flush()
 	})
 }
+
+// maxKeptBody is the largest protobuf family buffer, in bytes, a scrape
+// leaves to the next one; within a scrape the buffer is reused from
+// family to family.
+const maxKeptBody = 1 << 20
 
 // chunkSeries is the most series a scrape holds as dto.Metric values at
 // once (in the formats Handler writes in chunks: text, OpenMetrics 1.0.0
@@ -377,9 +387,6 @@ func (s *scrape) end() error {
 		var size [binary.MaxVarintLen64]byte
 		s.out.Write(size[:binary.PutUvarint(size[:], uint64(len(s.body)))])
 		s.out.Write(s.body)
-		if cap(s.body) > 1<<20 && len(s.body) < cap(s.body)/4 {
-			s.body = nil // a buffer left by a larger scrape
-		}
 	}
 	s.fam = nil
 	if s.err != nil {
