@@ -19,20 +19,11 @@ import (
 // library's bytes. Family and label names are the proxy's own, all valid
 // legacy names, so that none is quoted; label values are escaped.
 
-// directCounter writes pm's counter of value v, with label besides point
-// (nil for none), as the next series of the family.
-func (s *scrape) directCounter(pm *Point, label *dto.LabelPair, v float64) {
+// directSeries writes pm's counter (or gauge) of value v, with label
+// besides point (nil for none), as the next series of the family.
+func (s *scrape) directSeries(pm *Point, label *dto.LabelPair, v float64, counter bool) {
 	if s.proto {
-		s.protoSeries(pm, label, v, true)
-		return
-	}
-	s.textSeries(pm, label, v)
-}
-
-// directGauge writes a gauge series like directCounter.
-func (s *scrape) directGauge(pm *Point, label *dto.LabelPair, v float64) {
-	if s.proto {
-		s.protoSeries(pm, label, v, false)
+		s.protoSeries(pm, label, v, counter)
 		return
 	}
 	s.textSeries(pm, label, v)

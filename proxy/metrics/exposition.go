@@ -272,35 +272,31 @@ func (sl *slot) setLabels(point, label *dto.LabelPair) {
 
 // counter adds a series of the family: pm's counter of value v with
 // label besides point (nil for none).
-func (s *scrape) counter(pm *Point, label *dto.LabelPair, v float64) {
-	if s.direct && s.started {
-		s.directCounter(pm, label, v)
-		return
-	}
-	sl := s.next()
-	sl.setLabels(pm.pointLabel, label)
-	sl.value = v
-	sl.counter = dto.Counter{}
-	sl.counter.Value, sl.counter.CreatedTimestamp = &sl.value, pm.created
-	sl.metric.Counter = &sl.counter
-	if s.direct {
-		s.flush() // the family's header and first series, by the library
-	}
-}
+func (s *scrape) counter(pm *Point, label *dto.LabelPair, v float64) { s.series(pm, label, v, true) }
 
 // gauge adds a gauge series of the family.
-func (s *scrape) gauge(pm *Point, label *dto.LabelPair, v float64) {
+func (s *scrape) gauge(pm *Point, label *dto.LabelPair, v float64) { s.series(pm, label, v, false) }
+
+// series adds a counter or gauge series: written by hand once the
+// family's header is out (direct), else as a slot of the chunk.
+func (s *scrape) series(pm *Point, label *dto.LabelPair, v float64, counter bool) {
 	if s.direct && s.started {
-		s.directGauge(pm, label, v)
+		s.directSeries(pm, label, v, counter)
 		return
 	}
 	sl := s.next()
 	sl.setLabels(pm.pointLabel, label)
 	sl.value = v
-	sl.gauge.Value = &sl.value
-	sl.metric.Gauge = &sl.gauge
+	if counter {
+		sl.counter = dto.Counter{}
+		sl.counter.Value, sl.counter.CreatedTimestamp = &sl.value, pm.created
+		sl.metric.Counter = &sl.counter
+	} else {
+		sl.gauge.Value = &sl.value
+		sl.metric.Gauge = &sl.gauge
+	}
 	if s.direct {
-		s.flush()
+		s.flush() // the family's header and first series, by the library
 	}
 }
 
