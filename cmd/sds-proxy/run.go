@@ -271,7 +271,7 @@ func (in *instance) serve(file *config.File) {
 		ErrorLog:          zap.NewStdLog(in.log.Named("http")),
 	}
 	in.adminSrv = &http.Server{
-		Handler: admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Ready: in.isReady, Status: in.status.get,
+		Handler: admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Metrics: in.metrics, Ready: in.isReady, Status: in.status.get,
 			Events: in.events, Traffic: in.metrics.Traffic, Version: versionString(), Config: in.status.config,
 			Switches: in.handler, Token: func() []byte { return *in.token.Load() }, Cluster: in.clusterStatus()}),
 		ReadHeaderTimeout: readHeaderTimeout,

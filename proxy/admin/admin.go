@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bufio"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
@@ -51,6 +52,12 @@ type Options struct {
 	Points Points
 	// Gatherer is the registry the proxy's metrics were registered on.
 	Gatherer prometheus.Gatherer
+	// Metrics is the request path's metrics, registered on Gatherer: when
+	// set, GET /metrics writes their per-point families itself
+	// (metrics.Set's Handler) at a cost that does not grow with a
+	// dto.Metric per series; nil serves Gatherer through promhttp alone.
+	// The answer is the same either way.
+	Metrics *metrics.Set
 	// Ready reports false while draining (SIGTERM) or before serving; nil
 	// means always ready.
 	Ready func() bool
@@ -241,7 +248,11 @@ func New(opts Options) http.Handler {
 		plainText(w, http.StatusOK, "ok")
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
-	mux.Handle("GET /metrics", fastGzip(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true, DisableCompression: true})))
+	exposition := promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true, DisableCompression: true})
+	if opts.Metrics != nil {
+		exposition = opts.Metrics.Handler(opts.Gatherer)
+	}
+	mux.Handle("GET /metrics", fastGzip(exposition))
 	mux.HandleFunc("GET /status", a.status)
 	mux.HandleFunc("GET /config", a.config)
 	mux.HandleFunc("GET /{$}", serveDashboard)
@@ -270,6 +281,11 @@ func plainText(w http.ResponseWriter, status int, body string) {
 	w.Write([]byte(body))
 }
 
+// status writes the /status document as it goes: its head, then each
+// point as it is built, through a 64 KiB buffer, so that 10,000 points
+// (10 MB of JSON) never stand in memory at once, as a document or as its
+// points' JSON values. The bytes are json.Marshal's of the whole document
+// and a newline.
 func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	var rs ReloadStatus
 	if a.opts.Status != nil {
@@ -282,7 +298,7 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 		Build:  buildJSON{Version: a.opts.Version, GoVersion: runtime.Version()},
 		Config: statusConfig(rs),
 		Events: []eventJSON{},
-		Points: make([]pointJSON, 0, len(snapshots)),
+		Points: []pointJSON{},
 	}
 	var buckets map[string]cluster.BucketStatus
 	if a.opts.Cluster != nil {
@@ -293,7 +309,19 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Events != nil {
 		doc.Events = statusEvents(a.opts.Events.Since(since), MaxEvents)
 	}
-	for _, sn := range snapshots {
+	head, err := json.Marshal(doc)
+	if err != nil { // cannot happen: the document holds no unsupported values
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	// head ends with the empty points array, the last field: "points":[]}
+	head = head[:len(head)-len("]}")]
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	out := bufio.NewWriterSize(w, 64<<10)
+	out.Write(head)
+	for i, sn := range snapshots {
 		p := statusPoint(sn)
 		if a.opts.Traffic != nil {
 			if t, ok := a.opts.Traffic(sn.Name, now); ok {
@@ -309,17 +337,16 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 		if a.opts.Events != nil {
 			p.Events = statusEvents(a.opts.Events.PointSince(sn.Name, since), MaxPointEvents)
 		}
-		doc.Points = append(doc.Points, p)
+		body, _ := json.Marshal(p) // a point holds no unsupported values either
+		if i > 0 {
+			out.WriteByte(',')
+		}
+		if _, err := out.Write(body); err != nil {
+			return // the client went away
+		}
 	}
-	body, err := json.Marshal(doc)
-	if err != nil { // cannot happen: the document holds no unsupported values
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	w.Write(append(body, '\n'))
+	out.WriteString("]}\n")
+	out.Flush()
 }
 
 // The /status document; see New for its shape.

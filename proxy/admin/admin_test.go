@@ -124,6 +124,7 @@ func newAdminFixtureOn(t *testing.T, start time.Time, transport func(*adminClock
 	f.admin = admin.New(admin.Options{
 		Points:   f.h,
 		Gatherer: reg,
+		Metrics:  f.metrics,
 		Ready:    f.ready.Load,
 		Status:   func() admin.ReloadStatus { return f.status },
 		Now:      f.clock.Now,

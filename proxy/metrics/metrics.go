@@ -39,6 +39,13 @@ type Set struct {
 
 	// Forces are the operators' switches' metrics.
 	Forces Forces
+
+	// exposing counts the scrapes of Handler gathering the registry now:
+	// while it is above 0, the registry's Gather leaves out the per-point
+	// families, which Handler writes itself (exposition.go).
+	exposing atomic.Int32
+	// scrapes recycles the buffers of Handler's scrapes.
+	scrapes sync.Pool
 }
 
 // Upstream error kinds of sds_upstream_errors_total.
@@ -162,7 +169,7 @@ type Source struct {
 func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
 	m := &Set{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sds_upstream_duration_seconds", Help: "Upstream time of forwarded calls, to the end of the response (to the headers for streams), without the time spent waiting on the client. Native histogram (schema 3) with classic buckets; exemplars carry the W3C traceparent trace_id.",
+			Name: durationFamily.name, Help: durationFamily.help,
 			Buckets:                         durationBuckets,
 			NativeHistogramBucketFactor:     durationBucketFactor,
 			NativeHistogramMaxBucketNumber:  durationMaxBuckets,
@@ -180,7 +187,7 @@ func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
 	m.RejectedPath = m.rejected.WithLabelValues("path")
 	m.collector = &pointCollector{points: points, metrics: m}
 	m.Forces = newForces(reg)
-	reg.MustRegister(m.duration, m.Unrouted, m.rejected, m.collector)
+	reg.MustRegister(m.Unrouted, m.rejected, perPoint{m})
 	return m
 }
 
@@ -222,12 +229,34 @@ func (m *Set) everyPoint() []*Point {
 	return m.order[:len(m.order):len(m.order)]
 }
 
+// perPoint is the per-point families as a collector of the registry:
+// the upstream time histograms and pointCollector's series. A Gather of
+// the registry reports them through the client library's own path, which
+// builds a dto.Metric per series; Handler, which writes them itself, has
+// the registry leave them out of its own Gather (Set.exposing).
+type perPoint struct{ m *Set }
+
+func (c perPoint) Describe(ch chan<- *prometheus.Desc) {
+	c.m.duration.Describe(ch)
+	c.m.collector.Describe(ch)
+}
+
+func (c perPoint) Collect(ch chan<- prometheus.Metric) {
+	if c.m.exposing.Load() > 0 {
+		return
+	}
+	c.m.duration.Collect(ch)
+	c.m.collector.Collect(ch)
+}
+
 // pointCollector reports every point's counters (Point.counts) and
 // the gauges read from the limiter, at scrape time. It builds each series
 // from label pairs made once (the point's, and one per label value shared
 // by every point) and allocates one batch of series per point and scrape,
 // so that a scrape of 10,000 points costs about what the client library's
-// own encoding of their series does.
+// own encoding of their series does. It serves a Gather of the registry
+// (tests, and any other reader); the admin port's scrapes go through
+// Handler (exposition.go), which writes the same series without it.
 type pointCollector struct {
 	points  func() []Source
 	metrics *Set // its everyPoint
@@ -237,35 +266,46 @@ type pointCollector struct {
 }
 
 var (
-	requestsDesc = prometheus.NewDesc("sds_requests_total",
-		"Requests on protected points, by result: proxied (forwarded), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it).",
-		[]string{"point", "result"}, nil)
-	degradedDesc = prometheus.NewDesc("sds_degraded_total",
-		"Requests answered by the point's fallback, by the strategy that degraded them. Shadow points never count here (sds_shadow_degraded_total).",
-		[]string{"point", "strategy"}, nil)
-	shadowDegradedDesc = prometheus.NewDesc("sds_shadow_degraded_total",
-		"Requests a shadow point forwarded that it would have degraded, by the strategy that would have degraded them.",
-		[]string{"point", "strategy"}, nil)
-	errorsDesc = prometheus.NewDesc("sds_upstream_errors_total",
-		"Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx, body).",
-		[]string{"point", "kind"}, nil)
-	timeoutsDesc = prometheus.NewDesc("sds_timeouts_total",
-		"Upstream calls that passed the point's timeoutThreshold.",
-		[]string{"point"}, nil)
-	inflightDesc = prometheus.NewDesc("sds_inflight", "Upstream calls in flight on the point.", []string{"point"}, nil)
-	trippedDesc  = prometheus.NewDesc("sds_point_tripped",
-		"1 while the point's next plain request would be degraded (state open or delay), evaluated at scrape time; 0 otherwise. A shadow point is never tripped.",
-		[]string{"point"}, nil)
-	adaptiveLimitDesc = prometheus.NewDesc("sds_adaptive_concurrency_limit",
-		"The point's adaptive concurrency limit in force: upstream calls in flight above it are degraded (adaptive_concurrency). Only points with adaptiveConcurrency.",
-		[]string{"point"}, nil)
-	recoveryRatioDesc = prometheus.NewDesc("sds_recovery_admitted_ratio",
-		"The share of requests the point's recovery ramp admits now, from recoveryStart/100 to 1; 1 while no ramp runs. Only points with recoveryTime.",
-		[]string{"point"}, nil)
-	stateDesc = prometheus.NewDesc("sds_point_state",
-		"1 for the point's state at scrape time, 0 for the others: closed (every strategy passes), open (a strategy would degrade the next request), delay (inside its delay: degraded but for probes), shadow (a shadow point whose next request would be degraded were it enforcing), recovering (every strategy passes, and the recovery ramp admits a growing share: sds_recovery_admitted_ratio).",
-		[]string{"point", "state"}, nil)
+	durationFamily = newFamily(dto.MetricType_HISTOGRAM, "sds_upstream_duration_seconds",
+		"Upstream time of forwarded calls, to the end of the response (to the headers for streams), without the time spent waiting on the client. Native histogram (schema 3) with classic buckets; exemplars carry the W3C traceparent trace_id.",
+		[]string{"point"})
+	requestsFamily       = newFamily(dto.MetricType_COUNTER, "sds_requests_total", "Requests on protected points, by result: proxied (forwarded), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it).", []string{"point", "result"})
+	degradedFamily       = newFamily(dto.MetricType_COUNTER, "sds_degraded_total", "Requests answered by the point's fallback, by the strategy that degraded them. Shadow points never count here (sds_shadow_degraded_total).", []string{"point", "strategy"})
+	shadowDegradedFamily = newFamily(dto.MetricType_COUNTER, "sds_shadow_degraded_total", "Requests a shadow point forwarded that it would have degraded, by the strategy that would have degraded them.", []string{"point", "strategy"})
+	errorsFamily         = newFamily(dto.MetricType_COUNTER, "sds_upstream_errors_total", "Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx, body).", []string{"point", "kind"})
+	timeoutsFamily       = newFamily(dto.MetricType_COUNTER, "sds_timeouts_total", "Upstream calls that passed the point's timeoutThreshold.", []string{"point"})
+	inflightFamily       = newFamily(dto.MetricType_GAUGE, "sds_inflight", "Upstream calls in flight on the point.", []string{"point"})
+	trippedFamily        = newFamily(dto.MetricType_GAUGE, "sds_point_tripped", "1 while the point's next plain request would be degraded (state open or delay), evaluated at scrape time; 0 otherwise. A shadow point is never tripped.", []string{"point"})
+	adaptiveLimitFamily  = newFamily(dto.MetricType_GAUGE, "sds_adaptive_concurrency_limit", "The point's adaptive concurrency limit in force: upstream calls in flight above it are degraded (adaptive_concurrency). Only points with adaptiveConcurrency.", []string{"point"})
+	recoveryRatioFamily  = newFamily(dto.MetricType_GAUGE, "sds_recovery_admitted_ratio", "The share of requests the point's recovery ramp admits now, from recoveryStart/100 to 1; 1 while no ramp runs. Only points with recoveryTime.", []string{"point"})
+	stateFamily          = newFamily(dto.MetricType_GAUGE, "sds_point_state", "1 for the point's state at scrape time, 0 for the others: closed (every strategy passes), open (a strategy would degrade the next request), delay (inside its delay: degraded but for probes), shadow (a shadow point whose next request would be degraded were it enforcing), recovering (every strategy passes, and the recovery ramp admits a growing share: sds_recovery_admitted_ratio).", []string{"point", "state"})
 )
+
+// The families' Descs, for the collector.
+var (
+	requestsDesc       = requestsFamily.desc
+	degradedDesc       = degradedFamily.desc
+	shadowDegradedDesc = shadowDegradedFamily.desc
+	errorsDesc         = errorsFamily.desc
+	timeoutsDesc       = timeoutsFamily.desc
+	inflightDesc       = inflightFamily.desc
+	trippedDesc        = trippedFamily.desc
+	adaptiveLimitDesc  = adaptiveLimitFamily.desc
+	recoveryRatioDesc  = recoveryRatioFamily.desc
+	stateDesc          = stateFamily.desc
+)
+
+// family is one per-point metric family: its name, help and type, as
+// written by Handler, and its Desc, as the collector reports it.
+type family struct {
+	name, help string
+	typ        dto.MetricType
+	desc       *prometheus.Desc
+}
+
+func newFamily(typ dto.MetricType, name, help string, labels []string) *family {
+	return &family{name: name, help: help, typ: typ, desc: prometheus.NewDesc(name, help, labels, nil)}
+}
 
 // pointStates are the states of sds_point_state, one series each.
 var pointStates = [...]limiter.State{limiter.Closed, limiter.Open, limiter.Delay, limiter.Shadow, limiter.Recovering}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -156,5 +157,43 @@ func TestSampleReadsHistogramOnChange(t *testing.T) {
 	pm.ObserveDuration(0.02, "", now)
 	if third := pm.sample(now.Add(2 * time.Second)); third.hist.count != 2 {
 		t.Errorf("after a second call: got %d observations, want 2", third.hist.count)
+	}
+}
+
+// TestSampleRingRuns: a ring of runs holds, for each of its last samples,
+// the values added and traffic's instant, as a plain list of the last
+// trafficSamples samples would: random sequences with repeats, changes
+// and more samples than the ring holds.
+func TestSampleRingRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	t0 := time.Unix(1_700_000_000, 0)
+	for range 200 {
+		var tr traffic
+		var r sampleRing
+		var want []pointSample // the last trafficSamples added, with their instants
+		v := 0.0
+		for i := range rng.IntN(40) {
+			at := t0.Add(time.Duration(i) * time.Second)
+			tr.instants[tr.next] = at
+			tr.next = (tr.next + 1) % trafficSamples
+			if rng.IntN(3) == 0 {
+				v++
+			}
+			s := pointSample{at: at, proxied: v, hist: nativeHistogram{count: uint64(v) / 2}}
+			r.add(s)
+			want = append(want, s)
+			if len(want) > trafficSamples {
+				want = want[1:]
+			}
+			if r.n != len(want) || len(r.runs) > trafficSamples || cap(r.runs) > trafficSamples {
+				t.Fatalf("after %d samples: n %d, %d runs (cap %d); want n %d", i+1, r.n, len(r.runs), cap(r.runs), len(want))
+			}
+			for k, w := range want {
+				got := r.at(k)
+				if got.proxied != w.proxied || got.hist.count != w.hist.count || !tr.instant(&r, k).Equal(w.at) {
+					t.Fatalf("after %d samples, sample %d: got %v at %v, want %v at %v", i+1, k, got.proxied, tr.instant(&r, k), w.proxied, w.at)
+				}
+			}
+		}
 	}
 }
