@@ -50,8 +50,9 @@ func TestAllocs(t *testing.T) {
 }
 
 // pointBytes measures the heap held per point, with the default window
-// and shards and every strategy on, over n points.
-func pointBytes(n int) float64 {
+// and shards and every strategy on, over n points, each passed to use (if
+// not nil) once made.
+func pointBytes(n int, use func(*Point)) float64 {
 	s := allSettings(0)
 	points := make([]*Point, n)
 	var before, after runtime.MemStats
@@ -59,6 +60,9 @@ func pointBytes(n int) float64 {
 	runtime.ReadMemStats(&before)
 	for i := range points {
 		points[i], _ = NewPoint("orders.read", s)
+		if use != nil {
+			use(points[i])
+		}
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -66,12 +70,31 @@ func pointBytes(n int) float64 {
 	return float64(after.HeapAlloc-before.HeapAlloc-uint64(n)*8) / float64(n)
 }
 
-// TestMemoryPerPoint: a point with the default window holds at most 4 KiB.
+// TestMemoryPerPoint: a point with the default window holds at most 1 KiB
+// while it is idle, read or not (its window's counters are not allocated
+// yet), and at most 4 KiB once it has seen a request.
 func TestMemoryPerPoint(t *testing.T) {
 	const n = 10000
-	b := pointBytes(n)
-	t.Logf("%.0f bytes per point (%d shards of %d buckets)", b, DefaultShards, DefaultBuckets)
-	if b > 4096 {
-		t.Errorf("%.0f bytes per point, want <= 4096", b)
+	for _, tc := range []struct {
+		name string
+		use  func(*Point)
+		max  float64
+	}{
+		{"idle", nil, 1024},
+		{"idle, read", func(p *Point) {
+			p.Snapshot(t0)
+			p.State(t0)
+		}, 1024},
+		{"busy", func(p *Point) {
+			var c Call
+			p.Enter(&c, t0, Request{})
+			c.Exit(t0, Failed)
+		}, 4096},
+	} {
+		b := pointBytes(n, tc.use)
+		t.Logf("%s: %.0f bytes per point (%d shards of %d buckets)", tc.name, b, DefaultShards, DefaultBuckets)
+		if b > tc.max {
+			t.Errorf("%s: got %.0f bytes per point, want <= %.0f", tc.name, b, tc.max)
+		}
 	}
 }

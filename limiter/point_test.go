@@ -705,6 +705,21 @@ func TestReconfigure(t *testing.T) {
 			t.Errorf("after Reconfigure: %+v", sn)
 		}
 	})
+	t.Run("an idle point's window is kept before its first request", func(t *testing.T) {
+		p := mustPoint(t, base)
+		np, err := p.Reconfigure(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, c := enter(np, at(0)) // allocates the shared window's counters
+		if got := p.Snapshot(at(0)); got.Counts.Visits != 1 || got.InFlight != 1 {
+			t.Errorf("old point after a request on the new one: visits %d, in flight %d; want 1 and 1", got.Counts.Visits, got.InFlight)
+		}
+		c.Exit(at(0), Failed)
+		if got := np.Snapshot(at(0)).Counts; got.Exceptions != 1 || got.Visits != 1 {
+			t.Errorf("new point: %+v, want 1 visit and 1 exception", got)
+		}
+	})
 	t.Run("calls entered before it exit on the old settings and free their slot", func(t *testing.T) {
 		p := mustPoint(t, base) // concurrent strategy off: slots in shards
 		_, c := enter(p, at(0))

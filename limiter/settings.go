@@ -13,7 +13,7 @@ const (
 	DefaultBuckets = 10
 	// DefaultShards is the number of counter shards per point. Each P
 	// writes the shard its hint names (see window), so as many shards as
-	// cores remove contention; more buy nothing but memory per point. Four
+	// cores remove contention; more buy nothing but memory per busy point. Four
 	// leave room for 4-core hosts within a point's memory budget, and keep
 	// the exact sum near a visit threshold, which locks every shard,
 	// cheap. BenchmarkShards measures the choice (docs/benchmarks.md,
@@ -344,7 +344,8 @@ type Settings struct {
 	Buckets int
 	// Shards is the number of counter shards, 1 to MaxShards; 0 means
 	// DefaultShards. Each costs 256 bytes plus its ring (Buckets*16 bytes,
-	// rounded up to 128) per point. More shards than cores buy nothing.
+	// rounded up to 128) per point, allocated when the point sees its
+	// first request. More shards than cores buy nothing.
 	Shards int
 
 	Policy

@@ -28,11 +28,12 @@ func (c *Counts) add(d Counts) {
 //
 //	           read by every Enter: one read-mostly line
 //	      +----------------------------------------------+
-//	      | bound    exceptions    timeouts    rareHead  |
-//	      +----^-------------------------------^---------+
-//	           | a shard's growth, every       | on a failure, and
-//	           | publishEvery passes, and      | when the ring rotates
-//	           | when the shard rotates        |
+//	      | c   bound    exceptions    timeouts  rareHead|
+//	      +-|--^-------------------------------^---------+
+//	        |  | a shard's growth, every       | on a failure, and
+//	        |  | publishEvery passes, and      | when the ring rotates
+//	        |  | when the shard rotates        |
+//	        v  counters, behind c: allocated by the first write
 //	   +-------+-----+-------------+--       +-+-------------+
 //	   | shard 0     | shard 1     |  ...    | rare ring     |
 //	   | mu, head,   | mu, head,   |         | mu, head,     |
@@ -68,18 +69,37 @@ func (c *Counts) add(d Counts) {
 //
 // The exception_rate strategy needs visits only when there are exceptions
 // (or its threshold is 0), and then sums the shards exactly too.
+//
+// An idle point's window is the read-mostly line alone: its counters
+// (shards, slots and rare ring, about 2,300 bytes with the defaults) are
+// allocated by the first write, a request or a failure, so that the many
+// points of a large config that see no traffic cost 64 bytes of window
+// each (TestMemoryPerPoint). Until then every read reports zeros, which is
+// what the counters would hold, and allocates nothing: a scrape of every
+// point leaves the idle ones idle. Once allocated, the counters stay,
+// through reset and a Reconfigure that keeps the window.
 type window struct {
-	width  int64 // bucket width in nanoseconds
-	slack  int64 // Shards * (publishEvery-1): the most bound can lag behind
-	shards []shard
-	slots  []slot
+	width   int64 // bucket width in nanoseconds
+	slack   int64 // Shards * (publishEvery-1): the most bound can lag behind
+	shards  int32 // Settings.Shards
+	buckets int32 // Settings.Buckets
+	// c is nil until the first write, then set once (by compare-and-swap).
+	c atomic.Pointer[counters]
 
-	// The read-mostly line (with the read-only fields above).
+	// The read-mostly line (with the fields above, read-only but for c's
+	// one store).
 	bound    atomic.Int64 // sum of the shards' published visits-degraded
-	rareHead atomic.Int64 // rare.head, for a lock-free check
+	rareHead atomic.Int64 // c.rare.head, for a lock-free check
 	excTotal atomic.Int64 // exceptions in the rare ring
 	toTotal  atomic.Int64 // timeouts in the rare ring
-	rare     rareRing
+}
+
+// counters are a window's shards, slots and rare ring: what the first
+// write allocates. The slice headers are read-only.
+type counters struct {
+	shards []shard
+	slots  []slot
+	rare   rareRing
 }
 
 // publishEvery is how much a shard's visits-degraded may grow before it
@@ -97,7 +117,7 @@ type shard struct {
 	visits    int64         // sum of ring's visits: the shard's share of the window
 	degraded  int64         // sum of ring's degraded
 	published int64         // visits-degraded as last added to window.bound
-	slot      *atomic.Int64 // this shard's in-flight count: &window.slots[i].n
+	slot      *atomic.Int64 // this shard's in-flight count: &counters.slots[i].n
 	ring      []hotBucket   // ring[i % len(ring)] holds bucket i, for head-len < i <= head
 	_         [128 - 72]byte
 }
@@ -124,23 +144,42 @@ type rareRing struct {
 type rareBucket struct{ exceptions, timeouts int64 }
 
 func newWindow(s Settings) *window {
-	w := &window{
-		width:  int64(s.Window) / int64(s.Buckets),
-		slack:  int64(s.Shards) * (publishEvery - 1),
-		shards: make([]shard, s.Shards),
-		slots:  make([]slot, s.Shards),
+	return &window{
+		width:   int64(s.Window) / int64(s.Buckets),
+		slack:   int64(s.Shards) * (publishEvery - 1),
+		shards:  int32(s.Shards),
+		buckets: int32(s.Buckets),
 	}
+}
+
+// counters returns the window's counters, allocating them on the first
+// call. Writers call it; readers load w.c and read zeros when it is nil.
+func (w *window) counters() *counters {
+	if c := w.c.Load(); c != nil {
+		return c
+	}
+	return w.allocate()
+}
+
+// allocate sets w.c, unless a concurrent first write set it first, and
+// returns it.
+func (w *window) allocate() *counters {
+	n, buckets := int(w.shards), int(w.buckets)
+	c := &counters{shards: make([]shard, n), slots: make([]slot, n)}
 	// One allocation for every shard's ring, each ring starting on its own
 	// 128-byte boundary (relative to the allocation) so that two shards'
 	// current buckets never share a cache line.
-	stride := (s.Buckets*16 + 127) / 128 * 128 / 16
-	rings := make([]hotBucket, s.Shards*stride)
-	for i := range w.shards {
-		w.shards[i].ring = rings[i*stride : i*stride+s.Buckets : i*stride+s.Buckets]
-		w.shards[i].slot = &w.slots[i].n
+	stride := (buckets*16 + 127) / 128 * 128 / 16
+	rings := make([]hotBucket, n*stride)
+	for i := range c.shards {
+		c.shards[i].ring = rings[i*stride : i*stride+buckets : i*stride+buckets]
+		c.shards[i].slot = &c.slots[i].n
 	}
-	w.rare.ring = make([]rareBucket, s.Buckets)
-	return w
+	c.rare.ring = make([]rareBucket, buckets)
+	if w.c.CompareAndSwap(nil, c) {
+		return c
+	}
+	return w.c.Load()
 }
 
 // bucket returns the index of the bucket now falls in.
@@ -164,18 +203,18 @@ var (
 // When its lock is taken (another core is writing the same shard, as two
 // Ps whose hints are equal modulo the shard count would), the hint moves on
 // to the next shard, so that such Ps drift apart.
-func (w *window) lock() *shard {
-	if len(w.shards) == 1 {
-		s := &w.shards[0]
+func (c *counters) lock() *shard {
+	if len(c.shards) == 1 {
+		s := &c.shards[0]
 		s.mu.Lock()
 		return s
 	}
 	h := hints.Get().(*hint)
-	n := uint32(len(w.shards))
-	s := &w.shards[h.n%n]
+	n := uint32(len(c.shards))
+	s := &c.shards[h.n%n]
 	if !s.mu.TryLock() {
 		h.n++
-		s = &w.shards[h.n%n]
+		s = &c.shards[h.n%n]
 		s.mu.Lock()
 	}
 	hints.Put(h)
@@ -213,7 +252,7 @@ func (s *shard) advance(w *window, cur int64) {
 // instant that has already left the window) is dropped, as its counts
 // would be.
 func (w *window) record(cur int64, degraded bool) *shard {
-	s := w.lock()
+	s := w.counters().lock()
 	w.add(s, cur, degraded)
 	s.mu.Unlock()
 	return s
@@ -243,7 +282,7 @@ func (w *window) add(s *shard, cur int64, degraded bool) {
 // shards are read, and the published bound of passed visits stays an upper
 // bound. A bucket that has left the window is dropped, as its visit was.
 func (w *window) degradeOne(cur int64) {
-	s := w.lock()
+	s := w.counters().lock()
 	if cur > s.head {
 		s.advance(w, cur)
 	}
@@ -264,8 +303,12 @@ func (w *window) passBound(threshold int64) bool {
 // hot returns the window's exact visits and degraded at cur, rotating
 // shards that have not seen cur yet. It takes every shard's lock in turn.
 func (w *window) hot(cur int64) (visits, degraded int64) {
-	for i := range w.shards {
-		s := &w.shards[i]
+	c := w.c.Load()
+	if c == nil {
+		return 0, 0
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
 		s.mu.Lock()
 		s.advance(w, cur)
 		visits += s.visits
@@ -276,22 +319,24 @@ func (w *window) hot(cur int64) (visits, degraded int64) {
 }
 
 // failures returns the window's exceptions and timeouts at cur. It does not
-// lock unless the rare ring holds counts and must be rotated to cur.
+// lock unless the rare ring holds counts (so it has been allocated) and
+// must be rotated to cur.
 func (w *window) failures(cur int64) (exceptions, timeouts int64) {
 	exceptions, timeouts = w.excTotal.Load(), w.toTotal.Load()
 	if exceptions|timeouts != 0 && w.rareHead.Load() < cur {
-		r := &w.rare
+		c := w.counters()
+		r := &c.rare
 		r.mu.Lock()
-		w.advanceRare(cur)
+		w.advanceRare(c, cur)
 		r.mu.Unlock()
 		exceptions, timeouts = w.excTotal.Load(), w.toTotal.Load()
 	}
 	return exceptions, timeouts
 }
 
-// advanceRare rotates the rare ring to cur. The caller holds w.rare.mu.
-func (w *window) advanceRare(cur int64) {
-	r := &w.rare
+// advanceRare rotates c's rare ring to cur. The caller holds c.rare.mu.
+func (w *window) advanceRare(c *counters, cur int64) {
+	r := &c.rare
 	if cur <= r.head {
 		return
 	}
@@ -323,9 +368,10 @@ func (w *window) advanceRare(cur int64) {
 
 // recordFailure counts an exception and/or a timeout in bucket cur.
 func (w *window) recordFailure(cur int64, exceptions, timeouts int64) {
-	r := &w.rare
+	c := w.counters()
+	r := &c.rare
 	r.mu.Lock()
-	w.advanceRare(cur)
+	w.advanceRare(c, cur)
 	if n := int64(len(r.ring)); cur > r.head-n {
 		b := &r.ring[cur%n]
 		b.exceptions += exceptions
@@ -350,9 +396,13 @@ func (w *window) sum(cur int64) Counts {
 
 // inflight returns the calls that took their slot in a shard.
 func (w *window) inflight() int64 {
+	c := w.c.Load()
+	if c == nil {
+		return 0
+	}
 	var n int64
-	for i := range w.slots {
-		n += w.slots[i].n.Load()
+	for i := range c.slots {
+		n += c.slots[i].n.Load()
 	}
 	return n
 }
@@ -360,10 +410,14 @@ func (w *window) inflight() int64 {
 // series returns the counts of each bucket in the window at cur, oldest
 // first. It allocates; it is for the admin port, not the hot path.
 func (w *window) series(cur int64) []Counts {
-	out := make([]Counts, len(w.rare.ring))
+	out := make([]Counts, w.buckets)
+	c := w.c.Load()
+	if c == nil {
+		return out
+	}
 	n := int64(len(out))
-	for i := range w.shards {
-		s := &w.shards[i]
+	for i := range c.shards {
+		s := &c.shards[i]
 		s.mu.Lock()
 		s.advance(w, cur)
 		for j := range out {
@@ -373,9 +427,9 @@ func (w *window) series(cur int64) []Counts {
 		}
 		s.mu.Unlock()
 	}
-	r := &w.rare
+	r := &c.rare
 	r.mu.Lock()
-	w.advanceRare(cur)
+	w.advanceRare(c, cur)
 	for j := range out {
 		b := r.ring[(cur-n+1+int64(j))%n]
 		out[j].Exceptions, out[j].Timeouts = b.exceptions, b.timeouts
@@ -384,10 +438,15 @@ func (w *window) series(cur int64) []Counts {
 	return out
 }
 
-// reset clears every count (not the calls in flight).
+// reset clears every count (not the calls in flight). Counters not yet
+// allocated hold none.
 func (w *window) reset() {
-	for i := range w.shards {
-		s := &w.shards[i]
+	c := w.c.Load()
+	if c == nil {
+		return
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
 		s.mu.Lock()
 		clear(s.ring)
 		s.visits, s.degraded = 0, 0
@@ -397,7 +456,7 @@ func (w *window) reset() {
 		}
 		s.mu.Unlock()
 	}
-	r := &w.rare
+	r := &c.rare
 	r.mu.Lock()
 	clear(r.ring)
 	w.excTotal.Store(0)

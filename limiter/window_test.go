@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -9,7 +10,7 @@ import (
 
 // addTo counts a visit in shard i.
 func addTo(w *window, i int, cur int64, degraded bool) {
-	s := &w.shards[i]
+	s := &w.counters().shards[i]
 	s.mu.Lock()
 	w.add(s, cur, degraded)
 	s.mu.Unlock()
@@ -39,14 +40,14 @@ func TestWindowBound(t *testing.T) {
 				w.reset()
 			}
 			cur := now / w.width
-			addTo(w, r.IntN(len(w.shards)), cur, r.IntN(4) == 0)
+			addTo(w, r.IntN(int(w.shards)), cur, r.IntN(4) == 0)
 			if r.IntN(50) == 0 { // a reader rotates every shard
 				w.hot(cur)
 			}
 			// The exact figure, without rotating (as the fast path sees it).
 			var exact int64
-			for i := range w.shards {
-				sh := &w.shards[i]
+			for i := range w.counters().shards {
+				sh := &w.counters().shards[i]
 				exact += sh.visits - sh.degraded
 				if d := sh.visits - sh.degraded - sh.published; d >= publishEvery {
 					t.Fatalf("seed %d step %d: shard %d unpublished %d, want < %d", seed, step, i, d, publishEvery)
@@ -73,7 +74,7 @@ func TestWindowBoundBoundary(t *testing.T) {
 	s := Settings{}.withDefaults()
 	w := newWindow(s)
 	cur := t0.UnixNano() / w.width
-	for i := range w.shards {
+	for i := range int(w.shards) {
 		for range publishEvery - 1 {
 			addTo(w, i, cur, false)
 		}
@@ -115,12 +116,90 @@ func TestWindowBoundBoundary(t *testing.T) {
 	}
 }
 
-// TestLayout checks that the hot structures fill whole cache-line pairs.
+// TestLayout checks that the hot structures fill whole cache-line pairs, and
+// that an idle window is one line.
 func TestLayout(t *testing.T) {
 	if got := unsafe.Sizeof(shard{}); got != 128 {
 		t.Errorf("sizeof(shard) = %d, want 128", got)
 	}
 	if got := unsafe.Sizeof(slot{}); got != 128 {
 		t.Errorf("sizeof(slot) = %d, want 128", got)
+	}
+	// An idle point's window: the read-mostly line alone.
+	if got := unsafe.Sizeof(window{}); got != 64 {
+		t.Errorf("sizeof(window) = %d, want 64", got)
+	}
+}
+
+// TestWindowIdle: a window's counters are allocated by its first write,
+// not by a read, and until then every read reports zeros.
+func TestWindowIdle(t *testing.T) {
+	s := Settings{}.withDefaults()
+	w := newWindow(s)
+	cur := t0.UnixNano() / w.width
+	if got := w.sum(cur); got != (Counts{}) {
+		t.Errorf("sum = %+v, want zeros", got)
+	}
+	if got := w.series(cur); len(got) != s.Buckets || got[0] != (Counts{}) || got[s.Buckets-1] != (Counts{}) {
+		t.Errorf("series = %+v, want %d zero buckets", got, s.Buckets)
+	}
+	if got := w.inflight(); got != 0 {
+		t.Errorf("inflight = %d, want 0", got)
+	}
+	w.reset()
+	if w.c.Load() != nil {
+		t.Fatal("counters allocated by a read or a reset, want nil until a write")
+	}
+	for _, write := range []struct {
+		name string
+		f    func(*window)
+	}{
+		{"record", func(w *window) { w.record(cur, false) }},
+		{"degradeOne", func(w *window) { w.degradeOne(cur) }},
+		{"recordFailure", func(w *window) { w.recordFailure(cur, 1, 0) }},
+	} {
+		w := newWindow(s)
+		write.f(w)
+		if w.c.Load() == nil {
+			t.Errorf("%s: counters not allocated", write.name)
+		}
+	}
+	w.recordFailure(cur, 1, 1)
+	w.record(cur, true)
+	if got, want := w.sum(cur+1), (Counts{Visits: 1, Degraded: 1, Exceptions: 1, Timeouts: 1}); got != want {
+		t.Errorf("sum after the first writes = %+v, want %+v", got, want)
+	}
+}
+
+// TestWindowFirstWriteRace: goroutines writing an idle window at once
+// allocate its counters once between them, and no count is lost.
+func TestWindowFirstWriteRace(t *testing.T) {
+	s := Settings{}.withDefaults()
+	const goroutines, each = 8, 100
+	for range 20 {
+		w := newWindow(s)
+		cur := t0.UnixNano() / w.width
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for range each {
+					if g%2 == 0 {
+						w.record(cur, false)
+					} else {
+						w.recordFailure(cur, 1, 0)
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		want := Counts{Visits: goroutines / 2 * each, Exceptions: goroutines / 2 * each}
+		if got := w.sum(cur); got != want {
+			t.Fatalf("sum = %+v, want %+v", got, want)
+		}
 	}
 }
