@@ -325,8 +325,13 @@ func later(a, b time.Time) time.Time {
 // machine, and each would fail at the gradient controller this replaced
 // (limit 14, 1.75C; p99 1.9x the fixed limit's; 124 forwarded in the first
 // second).
+//
+// It does not run in parallel with this package's other tests: a
+// latency-based limit reads the host's own scheduling delay as the
+// upstream's queue, and beside the whole suite under -race it settled at
+// 7 with 67% of the best fixed limit's goodput, a figure of the machine,
+// not of the upstream (docs/protections.md says so).
 func TestAdaptiveConcurrency(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	const capacity, rate = 8, 400
 	sweep := []int{6, 8, 10, 14}
