@@ -144,8 +144,10 @@ type clusterStatus struct {
 	Points []struct {
 		Name    string `json:"name"`
 		Cluster *struct {
-			Shared bool  `json:"shared"`
-			Level  int64 `json:"level"`
+			Shared        bool    `json:"shared"`
+			Level         int64   `json:"level"`
+			Share         float64 `json:"share"`
+			ReplicasHeard int64   `json:"replicasHeard"`
 		} `json:"cluster"`
 	} `json:"points"`
 }

@@ -163,6 +163,15 @@ func TestClusterFairSharesE2E(t *testing.T) {
 				f.add()
 				f.pace(&wg, loads[first], first, tc.offers[first], begin)
 			}
+			// In the run's last second, while every load still runs, each
+			// proxy's /status.
+			if !eventually(time.Duration(seconds+5)*time.Second, func() bool { return loads[0].offered[seconds-1].Load() > 0 }) {
+				t.Fatalf("the load did not reach its last second")
+			}
+			statuses := make([]clusterStatus, len(f.proxies))
+			for i, p := range f.proxies {
+				statuses[i] = p.clusterStatus(t)
+			}
 			wg.Wait()
 
 			from := measureFrom
@@ -185,6 +194,12 @@ func TestClusterFairSharesE2E(t *testing.T) {
 					tc.name, i, offered[i], admitted[i], fair[i], 100*(admitted[i]/fair[i]-1))
 				if math.Abs(admitted[i]/fair[i]-1) > 0.15 {
 					t.Errorf("proxy %d: admitted %.1f/s over seconds %d-%d, want within ±15%% of its fair share %.1f/s", i, admitted[i], from, seconds, fair[i])
+				}
+				// /status, read in the run's last second, says the same: the
+				// share Redis gave it (with the headroom kept for a small
+				// demand) and the proxies heard.
+				if b := statuses[i].Points[0].Cluster; b == nil || b.ReplicasHeard != int64(len(loads)) || math.Abs(b.Share/fair[i]-1) > 0.2 {
+					t.Errorf("proxy %d: /status shows the bucket %+v, want %d replicas heard and a share within ±20%% of %.1f/s", i, b, len(loads), fair[i])
 				}
 			}
 			t.Logf("%s: the fleet admitted %.1f/s of a budget of %d/s (%+.0f%%)", tc.name, fleet, fairRate, 100*(fleet/fairRate-1))

@@ -209,7 +209,7 @@ const (
 //	        "level": n, "levelAt": time,   // the shared bucket's level at Redis's last answer (below 0 by
 //	                                       // tokens spent on credit); levelAt omitted before the first
 //	        "lease": n, "credit": n,       // tokens in hand (below 0 by credit spent), credit allowed
-//	        "share": x, "replicas": n,     // this proxy's fair share (tokens a second) and the proxies
+//	        "share": x, "replicasHeard": n, // this proxy's fair share (tokens a second) and the proxies
 //	                                       // Redis heard from in the last 3 s, at its last answer (0 before)
 //	        "localTokens": n, "localSize": n  // the local share: tokensPerSecond / replicas per second
 //	      },

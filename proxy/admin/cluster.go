@@ -25,7 +25,7 @@ type (
 		Lease           int64     `json:"lease"`
 		Credit          int64     `json:"credit"`
 		Share           float64   `json:"share"`
-		Replicas        int64     `json:"replicas"`
+		ReplicasHeard   int64     `json:"replicasHeard"`
 		LocalTokens     int64     `json:"localTokens"`
 		LocalSize       int64     `json:"localSize"`
 	}
@@ -43,7 +43,7 @@ func statusCluster(st cluster.Status) (*clusterJSON, map[string]cluster.BucketSt
 
 func statusBucket(b cluster.BucketStatus) *bucketJSON {
 	return &bucketJSON{Shared: b.Shared, TokensPerSecond: b.TokensPerSecond, Size: b.Size, Level: b.Level,
-		LevelAt: statusTime(b.LevelAt), Lease: b.Lease, Credit: b.Credit, Share: b.Share, Replicas: b.Replicas, LocalTokens: b.LocalTokens, LocalSize: b.LocalSize}
+		LevelAt: statusTime(b.LevelAt), Lease: b.Lease, Credit: b.Credit, Share: b.Share, ReplicasHeard: b.ReplicasHeard, LocalTokens: b.LocalTokens, LocalSize: b.LocalSize}
 }
 
 // bucketReading is the shared bucket as a strategy reading: the tokens

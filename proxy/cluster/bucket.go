@@ -56,11 +56,12 @@ type Bucket struct {
 	levelAt atomic.Int64
 	// available is what the last answer said this proxy could still be
 	// granted: the level, or less when its allowance is lower. share is
-	// its fair share then, in thousandths of a token a second, and
-	// replicas the proxies Redis had heard from lately, this one included.
+	// its fair share then, in thousandths of a token a second, and heard
+	// the proxies Redis had heard from lately, this one included (not
+	// Options.Replicas, the configured divisor of the local share).
 	available atomic.Int64
 	share     atomic.Int64
-	replicas  atomic.Int64
+	heard     atomic.Int64
 
 	// The loop's own: the demand estimate (tokens per second), the asked
 	// count at the last tick, and when it last called for this bucket.
@@ -181,9 +182,10 @@ type answer struct {
 	// granted tokens; level, the shared bucket's level left; available,
 	// what this proxy could still be granted (at most level).
 	granted, level, available int64
-	// replicas heard from lately, this one included, and this proxy's
-	// fair share in thousandths of a token a second.
-	replicas, shareMilli int64
+	// heard: the proxies Redis heard from lately, this one included;
+	// shareMilli: this proxy's fair share in thousandths of a token a
+	// second.
+	heard, shareMilli int64
 }
 
 // granted applies an answer at now: granted tokens join the lease, whose
@@ -195,7 +197,7 @@ func (b *Bucket) granted(now time.Time, a answer) {
 	b.level.Store(a.level)
 	b.available.Store(a.available)
 	b.share.Store(a.shareMilli)
-	b.replicas.Store(a.replicas)
+	b.heard.Store(a.heard)
 	b.levelAt.Store(now.UnixNano())
 	b.expiry.Store(now.Add(LeaseTTL).UnixNano())
 	b.c.m.lease(b.name, a)
@@ -239,11 +241,11 @@ type BucketStatus struct {
 	// Credit is how far below 0 it may go.
 	Lease, Credit int64
 	// Share is this proxy's fair share of TokensPerSecond at the last
-	// answer, in tokens a second, and Replicas the proxies Redis had heard
-	// from in the 3 s before it, this one included (0 before the first
-	// answer).
-	Share    float64
-	Replicas int64
+	// answer, in tokens a second, and ReplicasHeard the proxies Redis had
+	// heard from in the 3 s before it, this one included (both 0 before
+	// the first answer).
+	Share         float64
+	ReplicasHeard int64
 	// LocalTokens is the local share's tokens, and LocalSize its
 	// capacity: TokensPerSecond ÷ Replicas per second.
 	LocalTokens, LocalSize int64
@@ -256,14 +258,14 @@ func (b *Bucket) Status(now time.Time) BucketStatus {
 	used := max(b.tat.Load(), n) - n
 	st := BucketStatus{
 		Name: b.name, TokensPerSecond: b.rate, Size: b.size,
-		Shared:      b.c.state.Load() == stateUp && n < b.expiry.Load(),
-		Level:       b.level.Load(),
-		Lease:       b.held.Load(),
-		Credit:      b.credit.Load(),
-		Share:       float64(b.share.Load()) / 1000,
-		Replicas:    b.replicas.Load(),
-		LocalTokens: max(0, localSize-(used+b.localInterval-1)/b.localInterval),
-		LocalSize:   localSize,
+		Shared:        b.c.state.Load() == stateUp && n < b.expiry.Load(),
+		Level:         b.level.Load(),
+		Lease:         b.held.Load(),
+		Credit:        b.credit.Load(),
+		Share:         float64(b.share.Load()) / 1000,
+		ReplicasHeard: b.heard.Load(),
+		LocalTokens:   max(0, localSize-(used+b.localInterval-1)/b.localInterval),
+		LocalSize:     localSize,
 	}
 	if at := b.levelAt.Load(); at != 0 {
 		st.LevelAt = time.Unix(0, at)

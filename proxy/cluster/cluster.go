@@ -401,7 +401,7 @@ func (c *Client) round(ctx context.Context, tick bool) {
 			return
 		}
 		if !lc.retired {
-			lc.b.granted(end, answer{granted: vals[0], level: vals[1], available: vals[2], replicas: vals[3], shareMilli: vals[4]})
+			lc.b.granted(end, answer{granted: vals[0], level: vals[1], available: vals[2], heard: vals[3], shareMilli: vals[4]})
 		}
 	}
 	c.upAgain(end)
