@@ -227,11 +227,14 @@ func TestTrafficReload(t *testing.T) {
 
 // TestTrafficHistogramChanges checks that the latency figures restart from
 // the sample after the histogram lowered its resolution (more than 160
-// buckets) or was reset (an hour later), while the rates go on.
+// buckets) or was reset (an hour later), while the rates go on. (From an
+// empty histogram they need not restart, TestTraffic: so the first sample
+// here holds a call.)
 func TestTrafficHistogramChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := rpPoint(t, "p", nil, proxy.PointOptions{})
 		h, m := trafficHandler(t, p)
+		sendAll(h, "/p?sleep=10ms")
 		t0 := time.Now()
 		m.Sample(t0)
 		// 170 calls, one per native bucket from 2^-20 s (about 1µs) up:

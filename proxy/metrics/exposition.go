@@ -304,7 +304,7 @@ func (s *scrape) series(pm *Point, label *dto.LabelPair, v float64, counter bool
 // writes it.
 func (s *scrape) histogram(pm *Point) {
 	sl := s.next()
-	if pm.durationMetric.Write(&sl.metric) != nil {
+	if pm.writeDuration(&sl.metric) != nil {
 		s.n-- // cannot happen: a histogram's Write returns no error
 	}
 }

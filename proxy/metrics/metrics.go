@@ -119,9 +119,15 @@ type Point struct {
 	created *timestamppb.Timestamp
 	counts  [pointCounts]Counter
 
-	duration         prometheus.Observer
-	durationExemplar prometheus.ExemplarObserver // the same series as duration
-	durationMetric   prometheus.Metric           // the same again, for Sample's Write
+	// vec makes the point's upstream time histogram, at its first
+	// observation.
+	vec *prometheus.HistogramVec
+	// duration is the upstream time histogram; nil until the point's
+	// first call is observed. A point that never forwards a call then
+	// holds no histogram (about 2.3 KB once a scrape has read it,
+	// BenchmarkScaleMemory), and is exposed as an empty one
+	// (writeDuration).
+	duration atomic.Pointer[durationHistogram]
 
 	// nextExemplar is the Unix time in nanoseconds before which a traced
 	// call is observed without its exemplar (exemplarEvery).
@@ -168,13 +174,7 @@ type Source struct {
 // gauges, and by Sample.
 func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
 	m := &Set{
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: durationFamily.name, Help: durationFamily.help,
-			Buckets:                         durationBuckets,
-			NativeHistogramBucketFactor:     durationBucketFactor,
-			NativeHistogramMaxBucketNumber:  durationMaxBuckets,
-			NativeHistogramMinResetDuration: durationMinReset,
-		}, []string{"point"}),
+		duration: newDurationVec(),
 		Unrouted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sds_unrouted_requests_total", Help: "Requests that matched no route: forwarded to the upstream unprotected, counted on no point.",
 		}),
@@ -191,6 +191,19 @@ func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
 	return m
 }
 
+// newDurationVec returns the family of the points' upstream time
+// histograms. Its children are created by Point.makeDuration and exposed
+// by perPoint and Handler, never collected from the vec itself.
+func newDurationVec() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: durationFamily.name, Help: durationFamily.help,
+		Buckets:                         durationBuckets,
+		NativeHistogramBucketFactor:     durationBucketFactor,
+		NativeHistogramMaxBucketNumber:  durationMaxBuckets,
+		NativeHistogramMinResetDuration: durationMinReset,
+	}, []string{"point"})
+}
+
 // SetClock makes now the clock the point states are evaluated at on a
 // scrape: the request path's.
 func (m *Set) SetClock(now func() time.Time) { m.collector.now.Store(&now) }
@@ -203,14 +216,7 @@ func (m *Set) ForPoint(name string) *Point {
 	if pm, ok := m.points[name]; ok {
 		return pm
 	}
-	duration := m.duration.WithLabelValues(name)
-	pm := &Point{
-		name:             name,
-		created:          timestamppb.Now(),
-		duration:         duration,
-		durationExemplar: duration.(prometheus.ExemplarObserver),
-		durationMetric:   duration.(prometheus.Metric),
-	}
+	pm := &Point{name: name, created: timestamppb.Now(), vec: m.duration}
 	pm.pointLabel = &dto.LabelPair{Name: &pointLabelName, Value: &pm.name}
 	pm.Proxied, pm.Degraded, pm.ShadowDegraded = &pm.counts[countProxied], &pm.counts[countDegraded], &pm.counts[countShadowDegraded]
 	pm.TransportErrors, pm.TimeoutErrors = &pm.counts[countTransport], &pm.counts[countUpstreamTimeout]
@@ -237,7 +243,7 @@ func (m *Set) everyPoint() []*Point {
 type perPoint struct{ m *Set }
 
 func (c perPoint) Describe(ch chan<- *prometheus.Desc) {
-	c.m.duration.Describe(ch)
+	ch <- durationFamily.desc
 	c.m.collector.Describe(ch)
 }
 
@@ -245,9 +251,19 @@ func (c perPoint) Collect(ch chan<- prometheus.Metric) {
 	if c.m.exposing.Load() > 0 {
 		return
 	}
-	c.m.duration.Collect(ch)
+	for _, pm := range c.m.everyPoint() {
+		ch <- durationSeries{pm}
+	}
 	c.m.collector.Collect(ch)
 }
+
+// durationSeries is a point's upstream time histogram as a
+// prometheus.Metric (writeDuration).
+type durationSeries struct{ pm *Point }
+
+func (d durationSeries) Desc() *prometheus.Desc { return durationFamily.desc }
+
+func (d durationSeries) Write(out *dto.Metric) error { return d.pm.writeDuration(out) }
 
 // pointCollector reports every point's counters (Point.counts) and
 // the gauges read from the limiter, at scrape time. It builds each series
@@ -585,19 +601,83 @@ const exemplarEvery = 100 * time.Millisecond
 // ObserveDuration records a forwarded call's upstream time in seconds,
 // ending at now, with traceID (a W3C trace id) as the
 // exemplar's trace_id when it is not "" and the point's last exemplar is
-// exemplarEvery old. Without an exemplar it allocates nothing.
+// exemplarEvery old. Without an exemplar it allocates nothing, but for the
+// point's histogram at its first call.
 func (pm *Point) ObserveDuration(seconds float64, traceID string, now time.Time) {
 	// Counted after the observation: a histogram read after observed
 	// holds at least that many.
 	defer pm.observed.Inc()
+	h := pm.duration.Load()
+	if h == nil {
+		h = pm.makeDuration()
+	}
 	if traceID == "" {
-		pm.duration.Observe(seconds)
+		h.histogram.Observe(seconds)
 		return
 	}
 	next, t := pm.nextExemplar.Load(), now.UnixNano()
 	if t < next || !pm.nextExemplar.CompareAndSwap(next, t+int64(exemplarEvery)) {
-		pm.duration.Observe(seconds)
+		h.histogram.Observe(seconds)
 		return
 	}
-	pm.durationExemplar.ObserveWithExemplar(seconds, prometheus.Labels{"trace_id": traceID})
+	h.histogram.ObserveWithExemplar(seconds, prometheus.Labels{"trace_id": traceID})
 }
+
+// durationHistogram is a point's upstream time histogram: a child of
+// Set's HistogramVec, which the client library makes an Observer, an
+// ExemplarObserver and a Metric.
+type durationHistogram struct{ histogram durationChild }
+
+// durationChild is what the client library's histogram child is.
+type durationChild interface {
+	prometheus.Observer
+	prometheus.ExemplarObserver
+	prometheus.Metric
+}
+
+// makeDuration creates the point's histogram, once: callers racing on a
+// point's first calls all get the one that was stored first.
+func (pm *Point) makeDuration() *durationHistogram {
+	h := &durationHistogram{histogram: pm.vec.WithLabelValues(pm.name).(durationChild)}
+	pm.duration.CompareAndSwap(nil, h)
+	return pm.duration.Load()
+}
+
+// writeDuration writes the point's upstream time histogram into out, as
+// the client library writes it; a point with no call observed yet writes
+// what a histogram the library had just created would write, created at
+// the point's creation (emptyDuration). Its fields are shared with every
+// such point's: nothing may change them.
+func (pm *Point) writeDuration(out *dto.Metric) error {
+	if h := pm.duration.Load(); h != nil {
+		return h.histogram.Write(out)
+	}
+	e := &emptyDuration
+	out.Label = []*dto.LabelPair{pm.pointLabel}
+	out.Histogram = &dto.Histogram{
+		SampleCount: e.SampleCount, SampleSum: e.SampleSum, Bucket: e.Bucket,
+		CreatedTimestamp: pm.created,
+		Schema:           e.Schema, ZeroThreshold: e.ZeroThreshold, ZeroCount: e.ZeroCount,
+		NegativeSpan: e.NegativeSpan, NegativeDelta: e.NegativeDelta,
+		PositiveSpan: e.PositiveSpan, PositiveDelta: e.PositiveDelta,
+	}
+	return nil
+}
+
+// emptyDuration is what a sds_upstream_duration_seconds histogram writes
+// before its first observation, as the client library writes it; its
+// labels and created timestamp are left out (a point's own are
+// writeDuration's).
+var emptyDuration = func() dto.Histogram {
+	var out dto.Metric
+	if err := newDurationVec().WithLabelValues("").(prometheus.Metric).Write(&out); err != nil {
+		panic(err) // cannot happen: a histogram's Write returns no error
+	}
+	h := out.GetHistogram()
+	return dto.Histogram{
+		SampleCount: h.SampleCount, SampleSum: h.SampleSum, Bucket: h.Bucket,
+		Schema: h.Schema, ZeroThreshold: h.ZeroThreshold, ZeroCount: h.ZeroCount,
+		NegativeSpan: h.NegativeSpan, NegativeDelta: h.NegativeDelta,
+		PositiveSpan: h.PositiveSpan, PositiveDelta: h.PositiveDelta,
+	}
+}()

@@ -199,11 +199,17 @@ func (m *Set) Traffic(point string, now time.Time) (tr Traffic, ok bool) {
 	tr.ShadowDegradedPerSecond = shadow / seconds
 
 	// The latency figures' baseline: the oldest sample in the span from
-	// the newest one's histogram epoch.
+	// the newest one's histogram epoch, or an empty histogram just before
+	// it, whose epoch does not matter: it has no bucket to subtract. (A
+	// point's histogram is created at its first call, and is read as an
+	// empty one created with the point until then.)
 	base := newest
 	for i := r.n - 2; i >= first; i-- {
 		s := r.at(i)
 		if s.hist.epoch != newest.hist.epoch {
+			if s.hist.count == 0 {
+				base = s
+			}
 			break
 		}
 		base = s
@@ -287,7 +293,7 @@ func (pm *Point) sample(now time.Time) pointSample {
 	if !last.ok || observed != last.observed || !full {
 		var d dto.Metric
 		last.hist = nativeHistogram{}
-		if pm.durationMetric.Write(&d) == nil {
+		if pm.writeDuration(&d) == nil {
 			last.hist = readNativeHistogram(d.GetHistogram())
 		}
 		last.observed, last.ok = observed, true
