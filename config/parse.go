@@ -90,6 +90,30 @@ func Default(opts Options) (*File, error) {
 	return d.f, nil
 }
 
+// namesOtherFiles reports whether Parse read or checked a file besides
+// the config file itself to make f: a fallback's bodyFile, the
+// adminTokenFile, the TLS, ACME or cluster files (every file readFiles
+// reads or checks). The same bytes of the config file may parse to
+// another File when one of those changed; otherwise they parse to the
+// same File again.
+func (f *File) namesOtherFiles() bool {
+	if f.AdminTokenFile != "" || f.TLS.CertFile != "" || f.TLS.KeyFile != "" {
+		return true
+	}
+	if a := f.TLS.ACME; a != nil && (a.CARoot != "" || a.Storage != "") {
+		return true
+	}
+	if c := f.Cluster; c != nil && (c.PasswordFile != "" || c.TLS != nil) {
+		return true
+	}
+	for i := range f.Points {
+		if f.Points[i].Fallback.BodyFile != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // checkBodyFiles sets each fallback's BodyFile as written and reports an
 // empty one.
 func checkBodyFiles(d *decoded, p *problems) {
