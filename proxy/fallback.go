@@ -72,18 +72,46 @@ func verdictReason(v limiter.Verdict) reason {
 // gRPC calls alike. Each answer is built once, on its first use, and kept:
 // serving it after that is a header set and a write, with no allocation
 // beyond what the ResponseWriter does. Building them on first use rather
-// than when the config loads keeps a point that never degrades at a few
-// hundred bytes instead of 15 answers of about 1 KB each
+// than when the config loads keeps a point that never degrades at 144
+// bytes (TestFallbackSize) instead of 15 answers of about 1 KB each
 // (docs/benchmarks.md, "Figures behind the code's choices"). It is safe
 // for concurrent use.
 type fallbackHandler struct {
 	name     string
-	fallback Fallback         // its Header and Body are the handler's own copies
-	settings limiter.Settings // for Retry-After
-	// answers holds each answer once built, by reason: [strategy][form],
-	// where form 0 is plain, 1 delay and 2 priority=sheddable; [0][0] is
-	// upstream_error and [0][1] forced.
-	answers [limiter.LastStrategy + 1][3]atomic.Pointer[answer]
+	fallback Fallback   // its Header and Body are the handler's own copies
+	retry    retryAfter // for Retry-After
+	// answers is nil until the first answer is built.
+	answers atomic.Pointer[answerSet]
+}
+
+// answerSet holds each answer once built, by reason: [strategy][form],
+// where form 0 is plain, 1 delay and 2 priority=sheddable; [0][0] is
+// upstream_error and [0][1] forced.
+type answerSet [limiter.LastStrategy + 1][3]atomic.Pointer[answer]
+
+// retryAfter is what a point's Retry-After is computed from: its
+// settings' retryInterval and delayTime, the time a token takes (0 without
+// a token bucket) and its window's bucket length.
+type retryAfter struct {
+	retryInterval, delayTime, token, bucket time.Duration
+}
+
+// newRetryAfter returns what the Retry-After of a point of settings s is
+// computed from.
+func newRetryAfter(s limiter.Settings) retryAfter {
+	r := retryAfter{retryInterval: s.RetryInterval, delayTime: s.DelayTime}
+	if rate, _ := s.TokensPerSecond.Get(); rate > 0 {
+		r.token = time.Second / time.Duration(rate)
+	}
+	window, buckets := s.Window, s.Buckets
+	if window == 0 {
+		window = limiter.DefaultWindow
+	}
+	if buckets == 0 {
+		buckets = limiter.DefaultBuckets
+	}
+	r.bucket = window / time.Duration(buckets)
+	return r
 }
 
 // answer is one degraded answer, in its HTTP and gRPC forms. Its header
@@ -103,10 +131,10 @@ type answer struct {
 func newFallbackHandler(name string, f Fallback, s limiter.Settings) *fallbackHandler {
 	f.Header = f.Header.Clone()
 	f.Body = bytes.Clone(f.Body)
-	return &fallbackHandler{name: name, fallback: f, settings: s}
+	return &fallbackHandler{name: name, fallback: f, retry: newRetryAfter(s)}
 }
 
-func buildAnswer(name string, f Fallback, s limiter.Settings, why reason) answer {
+func buildAnswer(name string, f Fallback, s retryAfter, why reason) answer {
 	a := answer{degraded: strategyName(why) + "; point=" + name, status: f.Status, body: f.Body}
 	if why.delay {
 		a.degraded += "; delay"
@@ -175,25 +203,17 @@ func strategyName(why reason) string {
 
 // retryAfterSeconds is when a rate-limited client may try again: after the
 // delay, after one bucket of the window (visit), or after one token.
-func retryAfterSeconds(s limiter.Settings, why reason) int {
+func retryAfterSeconds(r retryAfter, why reason) int {
 	var d time.Duration
-	rate, _ := s.TokensPerSecond.Get()
 	switch {
-	case why.delay && s.RetryInterval > 0:
-		d = s.RetryInterval
+	case why.delay && r.retryInterval > 0:
+		d = r.retryInterval
 	case why.delay:
-		d = s.DelayTime
-	case why.strategy == limiter.TokenBucket && rate > 0:
-		d = time.Second / time.Duration(rate)
+		d = r.delayTime
+	case why.strategy == limiter.TokenBucket && r.token > 0:
+		d = r.token
 	default:
-		window, buckets := s.Window, s.Buckets
-		if window == 0 {
-			window = limiter.DefaultWindow
-		}
-		if buckets == 0 {
-			buckets = limiter.DefaultBuckets
-		}
-		d = window / time.Duration(buckets)
+		d = r.bucket
 	}
 	return max(1, int(math.Ceil(d.Seconds())))
 }
@@ -233,11 +253,16 @@ func (fh *fallbackHandler) answer(why reason) *answer {
 	default:
 		why.delay, why.sheddable = false, false // upstream_error has no other form
 	}
-	slot := &fh.answers[why.strategy][delay]
+	set := fh.answers.Load()
+	if set == nil {
+		fh.answers.CompareAndSwap(nil, new(answerSet))
+		set = fh.answers.Load()
+	}
+	slot := &set[why.strategy][delay]
 	if a := slot.Load(); a != nil {
 		return a
 	}
-	a := buildAnswer(fh.name, fh.fallback, fh.settings, why)
+	a := buildAnswer(fh.name, fh.fallback, fh.retry, why)
 	if slot.CompareAndSwap(nil, &a) {
 		return &a
 	}

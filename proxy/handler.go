@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"iter"
 	stdlog "log"
 	"net/http"
 	"net/http/httputil"
@@ -141,13 +142,15 @@ func (h *Handler) Sources() []metrics.Source { return h.current.Load().sources }
 // Snapshots returns the state of each point of the configuration in force
 // at now, in config order (limiter.Point.Snapshot): what the admin port
 // shows. It has no side effects and is safe for concurrent use.
-func (h *Handler) Snapshots(now time.Time) []limiter.Snapshot {
+func (h *Handler) Snapshots(now time.Time) iter.Seq[limiter.Snapshot] {
 	points := h.Points()
-	out := make([]limiter.Snapshot, len(points))
-	for i, p := range points {
-		out[i] = p.lim.Snapshot(now)
+	return func(yield func(limiter.Snapshot) bool) {
+		for _, p := range points {
+			if !yield(p.lim.Snapshot(now)) {
+				return
+			}
+		}
 	}
-	return out
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
+	"iter"
 	"net/http"
 	"runtime"
 	"strings"
@@ -39,10 +40,11 @@ type ReloadStatus struct {
 // Points is the request path as the admin port reads it: the state of
 // the points in force. *proxy.Handler implements it.
 type Points interface {
-	// Snapshots returns one snapshot per point in force, in config order,
-	// taken at now without side effects. It is called once per /status
+	// Snapshots yields one snapshot per point in force, in config order,
+	// each taken at now without side effects as it is yielded, so that a
+	// reader holds one point's at a time. It is called once per /status
 	// request, concurrently with requests on the points.
-	Snapshots(now time.Time) []limiter.Snapshot
+	Snapshots(now time.Time) iter.Seq[limiter.Snapshot]
 }
 
 // Options are the admin port's sources. Points and Gatherer are required;
@@ -283,8 +285,8 @@ func plainText(w http.ResponseWriter, status int, body string) {
 
 // status writes the /status document as it goes: its head, then each
 // point as it is built, through a 64 KiB buffer, so that 10,000 points
-// (10 MB of JSON) never stand in memory at once, as a document or as its
-// points' JSON values. The bytes are json.Marshal's of the whole document
+// (10 MB of JSON) never stand in memory at once, as a document, as its
+// points' JSON values or as their snapshots. The bytes are json.Marshal's of the whole document
 // and a newline.
 func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	var rs ReloadStatus
@@ -292,7 +294,6 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 		rs = a.opts.Status()
 	}
 	now := a.opts.Now()
-	snapshots := a.opts.Points.Snapshots(now)
 	doc := statusDoc{
 		Now:    now.UTC(),
 		Build:  buildJSON{Version: a.opts.Version, GoVersion: runtime.Version()},
@@ -321,7 +322,8 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-store")
 	out := bufio.NewWriterSize(w, 64<<10)
 	out.Write(head)
-	for i, sn := range snapshots {
+	first := true
+	for sn := range a.opts.Points.Snapshots(now) {
 		p := statusPoint(sn)
 		if a.opts.Traffic != nil {
 			if t, ok := a.opts.Traffic(sn.Name, now); ok {
@@ -338,9 +340,10 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 			p.Events = statusEvents(a.opts.Events.PointSince(sn.Name, since), MaxPointEvents)
 		}
 		body, _ := json.Marshal(p) // a point holds no unsupported values either
-		if i > 0 {
+		if !first {
 			out.WriteByte(',')
 		}
+		first = false
 		if _, err := out.Write(body); err != nil {
 			return // the client went away
 		}

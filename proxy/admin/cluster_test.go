@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"encoding/json"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,12 +19,14 @@ import (
 // snapshots is a Points of fixed limiter points.
 type snapshots []*limiter.Point
 
-func (s snapshots) Snapshots(now time.Time) []limiter.Snapshot {
-	out := make([]limiter.Snapshot, len(s))
-	for i, p := range s {
-		out[i] = p.Snapshot(now)
+func (s snapshots) Snapshots(now time.Time) iter.Seq[limiter.Snapshot] {
+	return func(yield func(limiter.Snapshot) bool) {
+		for _, p := range s {
+			if !yield(p.Snapshot(now)) {
+				return
+			}
+		}
 	}
-	return out
 }
 
 // TestStatusCluster: /status shows the Redis connection, and for a point

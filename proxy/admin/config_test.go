@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -17,7 +18,9 @@ import (
 // noPoints is a request path with no point.
 type noPoints struct{}
 
-func (noPoints) Snapshots(time.Time) []limiter.Snapshot { return nil }
+func (noPoints) Snapshots(time.Time) iter.Seq[limiter.Snapshot] {
+	return func(func(limiter.Snapshot) bool) {}
+}
 
 // TestAdminConfig: GET /config answers the bytes of the file in force as
 // they are, its path in a header, never cached; HEAD the same headers;

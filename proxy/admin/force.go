@@ -109,7 +109,7 @@ func (a *server) force(w http.ResponseWriter, r *http.Request) {
 // noSwitch answers a DELETE on a point with no switch: 404, saying
 // whether the point exists.
 func (a *server) noSwitch(w http.ResponseWriter, name string) {
-	for _, sn := range a.opts.Points.Snapshots(a.opts.Now()) {
+	for sn := range a.opts.Points.Snapshots(a.opts.Now()) {
 		if sn.Name == name {
 			plainText(w, http.StatusNotFound, fmt.Sprintf("point %q has no switch to clear\n", name))
 			return

@@ -3,6 +3,7 @@ package admin
 import (
 	"compress/gzip"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,7 +18,9 @@ import (
 // pointless is a request path with no point.
 type pointless struct{}
 
-func (pointless) Snapshots(time.Time) []limiter.Snapshot { return nil }
+func (pointless) Snapshots(time.Time) iter.Seq[limiter.Snapshot] {
+	return limiterPoints(nil).Snapshots(time.Time{})
+}
 
 func TestAcceptsGzip(t *testing.T) {
 	for header, want := range map[string]bool{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -16,12 +17,14 @@ import (
 // limiterPoints are points in force as the admin port reads them.
 type limiterPoints []*limiter.Point
 
-func (ps limiterPoints) Snapshots(now time.Time) []limiter.Snapshot {
-	out := make([]limiter.Snapshot, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, p.Snapshot(now))
+func (ps limiterPoints) Snapshots(now time.Time) iter.Seq[limiter.Snapshot] {
+	return func(yield func(limiter.Snapshot) bool) {
+		for _, p := range ps {
+			if !yield(p.Snapshot(now)) {
+				return
+			}
+		}
 	}
-	return out
 }
 
 // TestStatusStreamsMarshal: /status, written point by point, is the bytes
