@@ -136,6 +136,15 @@ func restart(a, b *File) []string {
 	})
 }
 
+// restartPart returns the settings of f that restart compares, in a File
+// of their own; nil for nil.
+func restartPart(f *File) *File {
+	if f == nil {
+		return nil
+	}
+	return &File{Listen: f.Listen, Admin: f.Admin, TLS: f.TLS, H2C: f.H2C, Cluster: f.Cluster}
+}
+
 type field struct {
 	name     string
 	from, to any

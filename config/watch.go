@@ -126,6 +126,9 @@ type Watcher struct {
 
 	path    string
 	opts    Options
+	// boot is the part of the config the process started with that a
+	// change of needs a restart (restartPart): not the whole config, which
+	// would hold a second set of points once a reload replaces it.
 	boot    *File
 	applied atomic.Pointer[File]
 	// failed identifies the last failure reported, "" after a success.
@@ -180,7 +183,7 @@ func NewWatcher(path string, opts Options, current *File) (*Watcher, error) {
 	w := &Watcher{
 		path:    abs,
 		opts:    opts,
-		boot:    current,
+		boot:    restartPart(current),
 		results: make(chan Result),
 		reload:  make(chan struct{}, 1),
 		modes:   make(chan ModeChange, 1),

@@ -635,3 +635,36 @@ func TestUnchangedFileOtherFileChanged(t *testing.T) {
 		}
 	})
 }
+
+// TestWatchRestartAgainstBoot: a change of a restart-only setting is
+// reported against the config the process started with, on every later
+// reload too, though the watcher keeps only that config's restart-only
+// settings (restartPart).
+func TestWatchRestartAgainstBoot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, path := newTestWatcher(t, 1)
+		if w.boot.Points != nil || w.boot.Raw != nil {
+			t.Errorf("the watcher keeps the boot config's points or bytes: %+v", w.boot)
+		}
+		events, stop := startLoop(t, w)
+		defer stop()
+		synctest.Wait()
+		for _, step := range []struct {
+			file    string
+			restart []string
+		}{
+			{configWith(2), nil},
+			{"listen: 127.0.0.1:1234\n" + configWith(2), []string{"listen"}},
+			{"listen: 127.0.0.1:1234\n" + configWith(3), []string{"listen"}},
+			{"h2c: true\n" + configWith(3), []string{"h2c"}},
+			{configWith(4), nil},
+		} {
+			writeFile(t, path, step.file)
+			events <- fsnotify.Event{Name: path, Op: fsnotify.Write}
+			r := <-w.Results()
+			if r.Err != nil || fmt.Sprint(r.Change.NeedsRestart) != fmt.Sprint(step.restart) {
+				t.Errorf("%q: got %v, %v; want needs restart %v", step.file, r.Err, r.Change.NeedsRestart, step.restart)
+			}
+		}
+	})
+}

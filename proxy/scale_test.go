@@ -106,7 +106,8 @@ func scalePoints(tb testing.TB, n int) (*Handler, *prometheus.Registry) {
 }
 
 // BenchmarkScrape measures one GET /metrics of a Handler of 1,000 and
-// 10,000 points, each with one call observed, in the formats a scraper
+// 10,000 points, each with one call observed (busy=all) or a fifth of them
+// (busy=fifth, as in issue 24's run), in the formats a scraper
 // asks for: the text format (no Accept header), OpenMetrics (Prometheus'
 // default) and protobuf (Prometheus with native histograms), uncompressed
 // (the admin port gzips), through the two handlers side by side:
@@ -116,10 +117,14 @@ func scalePoints(tb testing.TB, n int) (*Handler, *prometheus.Registry) {
 // now). Their answers are the same bytes (TestHandlerMatchesPromhttp).
 // B/op and allocs/op are the scrape's own: the body is counted, not kept.
 func BenchmarkScrape(b *testing.B) {
-	for _, n := range []int{1_000, 10_000} {
+	for _, run := range []struct {
+		n, busy int
+		name    string
+	}{{1_000, 1_000, "all"}, {1_000, 200, "fifth"}, {10_000, 10_000, "all"}, {10_000, 2_000, "fifth"}} {
+		n := run.n
 		h, reg := scalePoints(b, n)
 		now := time.Now()
-		for i := range n {
+		for i := range run.busy {
 			h.opts.Metrics.ForPoint(fmt.Sprintf("p%d", i)).ObserveDuration(0.01, "", now)
 		}
 		handlers := []struct {
@@ -135,7 +140,7 @@ func BenchmarkScrape(b *testing.B) {
 			{"protobuf", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"},
 		} {
 			for _, handler := range handlers {
-				b.Run(fmt.Sprintf("points=%d/%s/%s", n, format.name, handler.name), func(b *testing.B) {
+				b.Run(fmt.Sprintf("points=%d/busy=%s/%s/%s", n, run.name, format.name, handler.name), func(b *testing.B) {
 					req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 					if format.accept != "" {
 						req.Header.Set("Accept", format.accept)

@@ -7,9 +7,12 @@
 // sends -requests requests spread over the first -busy points (one in ten
 // with a traceparent, so that exemplars are kept); then GETs /metrics
 // -scrapes times with Prometheus' Accept and Accept-Encoding headers and
-// /status -statuses times. It prints the proxy's peak RSS (VmHWM, from
+// /status -statuses times; then, as an operator's edit of the ConfigMap
+// would, rewrites the file -reloads times with one threshold changed and
+// waits for each to apply. It prints the proxy's peak RSS (VmHWM, from
 // /proc) after each phase and the median scrape time, against the targets
-// (-max-rss, -max-scrape), and exits 1 when one is missed.
+// (-max-rss, -max-scrape: the peak counts every phase, the reloads
+// included), and exits 1 when one is missed.
 //
 //	go build -o /tmp/sds-proxy ./cmd/sds-proxy
 //	go run ./bench/scrape -bin /tmp/sds-proxy [-format openmetrics|protobuf|text]
@@ -55,6 +58,7 @@ func main() {
 	busy := flag.Int("busy", 2_000, "the requests go to the first busy points")
 	scrapes := flag.Int("scrapes", 10, "GET /metrics this many times")
 	statuses := flag.Int("statuses", 3, "GET /status this many times")
+	reloads := flag.Int("reloads", 2, "rewrite the config this many times, one threshold changed, and wait for each to apply")
 	format := flag.String("format", "openmetrics", "the Accept header: openmetrics (Prometheus' default), protobuf (native histograms on) or text")
 	maxRSS := flag.Float64("max-rss", 128, "target: peak RSS in MiB")
 	maxScrape := flag.Duration("max-scrape", 250*time.Millisecond, "target: median scrape time")
@@ -137,8 +141,17 @@ func main() {
 		}
 		size0 = len(b)
 	}
-	hwm := mib(status(pid, "VmHWM"))
 	fmt.Printf("after %d /status (%d bytes): %s\n", *statuses, size0, memory(pid))
+
+	var reloadTook []time.Duration
+	for k := range *reloads {
+		edited := bytes.Replace(body, []byte("p0: {visitThreshold: 100000,"), fmt.Appendf(nil, "p0: {visitThreshold: %d,", 100001+k), 1)
+		reloadTook = append(reloadTook, reload(client, adminAddr, path, edited, k+1))
+	}
+	if *reloads > 0 {
+		fmt.Printf("after %d reloads (%s): %s\n", *reloads, durations(reloadTook), memory(pid))
+	}
+	hwm := mib(status(pid, "VmHWM"))
 
 	median := medianOf(took)
 	fmt.Printf("scrapes: %s\n", durations(took))
@@ -254,6 +267,29 @@ func get(client *http.Client, url, accept string) ([]byte, time.Duration) {
 		fail("GET %s: %s, %v", url, resp.Status, err)
 	}
 	return b, took
+}
+
+// reload writes body to the config at path, as a new file renamed over
+// it (as an editor or the kubelet replaces it), and waits up to 30 s for
+// the proxy's successful reloads to reach n; it returns how long that took.
+func reload(client *http.Client, admin, path string, body []byte, n int) time.Duration {
+	start := time.Now()
+	if err := os.WriteFile(path+".new", body, 0o600); err != nil {
+		fail("%v", err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		fail("%v", err)
+	}
+	want := fmt.Sprintf(`sds_config_reloads_total{result="success"} %d`, n)
+	for time.Since(start) < 30*time.Second {
+		b, _ := get(client, "http://"+admin+"/metrics?name[]=sds_config_reloads_total", accepts["text"])
+		if bytes.Contains(b, []byte(want)) {
+			return time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	fail("reload %d did not apply within 30 s", n)
+	return 0
 }
 
 // status reads field (such as VmHWM) of process pid from /proc, in bytes.

@@ -173,9 +173,10 @@ type pointRead struct {
 // slot is one series of a chunk: a dto.Metric and the values it points
 // to.
 type slot struct {
-	metric  dto.Metric
-	counter dto.Counter
-	gauge   dto.Gauge
+	metric    dto.Metric
+	counter   dto.Counter
+	gauge     dto.Gauge
+	histogram dto.Histogram // an idle point's (Point.emptyDuration)
 	value   float64
 	labels  [2]*dto.LabelPair
 }
@@ -301,9 +302,16 @@ func (s *scrape) series(pm *Point, label *dto.LabelPair, v float64, counter bool
 }
 
 // histogram adds pm's upstream time histogram, as the client library
-// writes it.
+// writes it; an idle point's in the slot's own values, with no
+// allocation.
 func (s *scrape) histogram(pm *Point) {
 	sl := s.next()
+	if pm.duration.Load() == nil {
+		sl.setLabels(pm.pointLabel, nil)
+		pm.emptyDuration(&sl.histogram)
+		sl.metric.Histogram = &sl.histogram
+		return
+	}
 	if pm.writeDuration(&sl.metric) != nil {
 		s.n-- // cannot happen: a histogram's Write returns no error
 	}

@@ -652,16 +652,23 @@ func (pm *Point) writeDuration(out *dto.Metric) error {
 	if h := pm.duration.Load(); h != nil {
 		return h.histogram.Write(out)
 	}
-	e := &emptyDuration
 	out.Label = []*dto.LabelPair{pm.pointLabel}
-	out.Histogram = &dto.Histogram{
+	out.Histogram = new(dto.Histogram)
+	pm.emptyDuration(out.Histogram)
+	return nil
+}
+
+// emptyDuration sets h to the point's histogram before its first call:
+// emptyDuration's, created at the point's creation.
+func (pm *Point) emptyDuration(h *dto.Histogram) {
+	e := &emptyDuration
+	*h = dto.Histogram{
 		SampleCount: e.SampleCount, SampleSum: e.SampleSum, Bucket: e.Bucket,
 		CreatedTimestamp: pm.created,
 		Schema:           e.Schema, ZeroThreshold: e.ZeroThreshold, ZeroCount: e.ZeroCount,
 		NegativeSpan: e.NegativeSpan, NegativeDelta: e.NegativeDelta,
 		PositiveSpan: e.PositiveSpan, PositiveDelta: e.PositiveDelta,
 	}
-	return nil
 }
 
 // emptyDuration is what a sds_upstream_duration_seconds histogram writes
