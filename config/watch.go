@@ -124,8 +124,8 @@ type Watcher struct {
 	// accepts every valid file. Set it before Run.
 	Accept func(*File) error
 
-	path    string
-	opts    Options
+	path string
+	opts Options
 	// boot is the part of the config the process started with that a
 	// change of needs a restart (restartPart): not the whole config, which
 	// would hold a second set of points once a reload replaces it.

@@ -177,8 +177,8 @@ type slot struct {
 	counter   dto.Counter
 	gauge     dto.Gauge
 	histogram dto.Histogram // an idle point's (Point.emptyDuration)
-	value   float64
-	labels  [2]*dto.LabelPair
+	value     float64
+	labels    [2]*dto.LabelPair
 }
 
 func newScrape() *scrape {
