@@ -11,8 +11,9 @@
 // would, rewrites the file -reloads times with one threshold changed and
 // waits for each to apply. It prints the proxy's peak RSS (VmHWM, from
 // /proc) after each phase and the median scrape time, against the targets
-// (-max-rss, -max-scrape: the peak counts every phase, the reloads
-// included), and exits 1 when one is missed.
+// (-max-rss, -max-scrape: issue 24's, for the phases before the reloads),
+// and exits 1 when one is missed; the peak after the reloads is reported
+// beside them, and held to -max-rss too with -reload-target.
 //
 //	go build -o /tmp/sds-proxy ./cmd/sds-proxy
 //	go run ./bench/scrape -bin /tmp/sds-proxy [-format openmetrics|protobuf|text]
@@ -59,6 +60,7 @@ func main() {
 	scrapes := flag.Int("scrapes", 10, "GET /metrics this many times")
 	statuses := flag.Int("statuses", 3, "GET /status this many times")
 	reloads := flag.Int("reloads", 2, "rewrite the config this many times, one threshold changed, and wait for each to apply")
+	reloadTarget := flag.Bool("reload-target", false, "hold the peak after the reloads to -max-rss too")
 	format := flag.String("format", "openmetrics", "the Accept header: openmetrics (Prometheus' default), protobuf (native histograms on) or text")
 	maxRSS := flag.Float64("max-rss", 128, "target: peak RSS in MiB")
 	maxScrape := flag.Duration("max-scrape", 250*time.Millisecond, "target: median scrape time")
@@ -142,23 +144,33 @@ func main() {
 		size0 = len(b)
 	}
 	fmt.Printf("after %d /status (%d bytes): %s\n", *statuses, size0, memory(pid))
+	hwm := mib(status(pid, "VmHWM"))
 
 	var reloadTook []time.Duration
 	for k := range *reloads {
 		edited := bytes.Replace(body, []byte("p0: {visitThreshold: 100000,"), fmt.Appendf(nil, "p0: {visitThreshold: %d,", 100001+k), 1)
 		reloadTook = append(reloadTook, reload(client, adminAddr, path, edited, k+1))
 	}
+	reloadHWM := mib(status(pid, "VmHWM"))
 	if *reloads > 0 {
 		fmt.Printf("after %d reloads (%s): %s\n", *reloads, durations(reloadTook), memory(pid))
 	}
-	hwm := mib(status(pid, "VmHWM"))
 
 	median := medianOf(took)
 	fmt.Printf("scrapes: %s\n", durations(took))
 	fmt.Printf("/status: %s\n", durations(statusTook))
 	fmt.Printf("peak RSS (VmHWM) %.1f MiB, target <= %.0f MiB: %s\n", hwm, *maxRSS, verdict(hwm <= *maxRSS))
 	fmt.Printf("median scrape %v, target <= %v: %s\n", median.Round(time.Millisecond), *maxScrape, verdict(median <= *maxScrape))
-	if hwm > *maxRSS || median > *maxScrape {
+	missed := hwm > *maxRSS || median > *maxScrape
+	if *reloads > 0 {
+		held := "not held to a target (-reload-target)"
+		if *reloadTarget {
+			held = fmt.Sprintf("target <= %.0f MiB: %s", *maxRSS, verdict(reloadHWM <= *maxRSS))
+			missed = missed || reloadHWM > *maxRSS
+		}
+		fmt.Printf("peak RSS with the reloads %.1f MiB, %s\n", reloadHWM, held)
+	}
+	if missed {
 		cmd.Process.Kill()
 		cmd.Wait()
 		os.Exit(1)

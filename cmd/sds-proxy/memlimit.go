@@ -19,6 +19,17 @@ const memoryLimitEnv = "SDS_MEMORY_LIMIT"
 // limit in bytes, or "max" for none.
 const cgroupMemoryMax = "/sys/fs/cgroup/memory.max"
 
+// cgroupV1MemoryLimit is the cgroup v1 file that holds the container's
+// memory limit in bytes, on nodes that still run cgroup v1 (Kubernetes
+// runs on them up to 1.34). No limit reads as the kernel's largest count,
+// rounded down to a page: cgroupV1Unlimited or more.
+const cgroupV1MemoryLimit = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+
+// cgroupV1Unlimited is the least cgroup v1 limit read as no limit: 2^62
+// bytes, far below the kernel's 9223372036854771712 (2^63 less a page)
+// and far above any machine's memory.
+const cgroupV1Unlimited = 1 << 62
+
 // memoryLimitShare is the percentage of the container's memory limit given
 // to Go's soft memory limit. The rest is for what the Go runtime does not
 // count (its own stacks' slack, and the kernel's socket buffers, which the
@@ -29,9 +40,10 @@ const memoryLimitShare = 90
 // memoryLimit returns the soft memory limit to set, in bytes, and where the
 // container's limit came from; 0 when none should be set. GOMEMLIMIT, when
 // set, wins: the Go runtime has applied it already. Otherwise the limit is
-// memoryLimitShare% of SDS_MEMORY_LIMIT, or of the cgroup's memory.max.
-// readFile reads a file (os.ReadFile; tests pass their own). A limit that
-// cannot be parsed is an error; a missing cgroup file or "max" is no limit.
+// memoryLimitShare% of SDS_MEMORY_LIMIT, or of the cgroup's memory.max
+// (v2), or of its memory.limit_in_bytes (v1). readFile reads a file
+// (os.ReadFile; tests pass their own). A limit that cannot be parsed is an
+// error; a missing cgroup file, "max" or v1's largest count is no limit.
 func memoryLimit(getenv func(string) string, readFile func(string) ([]byte, error)) (int64, string, error) {
 	if getenv("GOMEMLIMIT") != "" {
 		return 0, "", nil
@@ -45,7 +57,7 @@ func memoryLimit(getenv func(string) string, readFile func(string) ([]byte, erro
 	}
 	data, err := readFile(cgroupMemoryMax)
 	if err != nil {
-		return 0, "", nil // not in a cgroup v2 container: nothing to follow
+		return cgroupV1Limit(readFile)
 	}
 	v := strings.TrimSpace(string(data))
 	if v == "max" {
@@ -56,6 +68,23 @@ func memoryLimit(getenv func(string) string, readFile func(string) ([]byte, erro
 		return 0, "", fmt.Errorf("%s holds %q: want a byte count or max", cgroupMemoryMax, v)
 	}
 	return n / 100 * memoryLimitShare, cgroupMemoryMax, nil
+}
+
+// cgroupV1Limit is memoryLimit's answer in a cgroup v1 container.
+func cgroupV1Limit(readFile func(string) ([]byte, error)) (int64, string, error) {
+	data, err := readFile(cgroupV1MemoryLimit)
+	if err != nil {
+		return 0, "", nil // in no cgroup the proxy can read: nothing to follow
+	}
+	v := strings.TrimSpace(string(data))
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, "", fmt.Errorf("%s holds %q: want a byte count", cgroupV1MemoryLimit, v)
+	}
+	if n >= cgroupV1Unlimited {
+		return 0, "", nil
+	}
+	return n / 100 * memoryLimitShare, cgroupV1MemoryLimit, nil
 }
 
 // The proxy leaves GOGC at Go's default of 100. A proxy's live heap is

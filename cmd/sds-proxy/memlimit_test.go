@@ -46,3 +46,45 @@ func TestMemoryLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryLimitCgroupV1: on a cgroup v1 node (no memory.max), the limit
+// is read from memory.limit_in_bytes, where no limit is the kernel's
+// largest count; a v2 file wins over a v1 file.
+func TestMemoryLimitCgroupV1(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		v2, v1  string // "" when the file does not exist
+		want    int64
+		from    string
+		wantErr string
+	}{
+		{"limit", "", "134217728\n", 134217728 / 100 * 90, cgroupV1MemoryLimit, ""},
+		{"no limit", "", "9223372036854771712\n", 0, "", ""},
+		{"the least no limit", "", "4611686018427387904\n", 0, "", ""},
+		{"just below it", "", "4611686018427387900\n", 4611686018427387900 / 100 * 90, cgroupV1MemoryLimit, ""},
+		{"v2 before v1", "268435456\n", "134217728\n", 268435456 / 100 * 90, cgroupMemoryMax, ""},
+		{"neither", "", "", 0, "", ""},
+		{"a file that lies", "", "lots\n", 0, "", "want a byte count"},
+		{"a negative count", "", "-1\n", 0, "", "want a byte count"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			files := map[string]string{cgroupMemoryMax: tc.v2, cgroupV1MemoryLimit: tc.v1}
+			readFile := func(name string) ([]byte, error) {
+				if files[name] == "" {
+					return nil, fs.ErrNotExist
+				}
+				return []byte(files[name]), nil
+			}
+			got, from, err := memoryLimit(func(string) string { return "" }, readFile)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %d, %v; want an error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want || from != tc.from {
+				t.Errorf("got %d from %q (%v), want %d from %q", got, from, err, tc.want, tc.from)
+			}
+		})
+	}
+}
