@@ -123,6 +123,12 @@ type Watcher struct {
 	// force stays the one before, so a later Reload tries it again. nil
 	// accepts every valid file. Set it before Run.
 	Accept func(*File) error
+	// Build, when set, runs each parse of a file that changed, and each
+	// Accept: the work that builds a second config beside the one in
+	// force. It calls build once and returns when build has. The proxy
+	// lowers the GC's percent there (cmd/sds-proxy/memlimit.go); nil runs
+	// them as they are. Set it before Run.
+	Build func(build func())
 
 	path string
 	opts Options
@@ -369,7 +375,10 @@ func (w *Watcher) check(ctx context.Context, forced bool) {
 	if !forced && w.failed == "" && w.unchanged() {
 		return
 	}
-	f, key, err := w.attempt()
+	var f *File
+	var key string
+	var err error
+	w.building(func() { f, key, err = w.attempt() })
 	if err != nil && (forced || key != w.failed) {
 		t := time.NewTimer(settle)
 		select {
@@ -378,7 +387,7 @@ func (w *Watcher) check(ctx context.Context, forced bool) {
 			t.Stop()
 			return
 		}
-		f, key, err = w.attempt()
+		w.building(func() { f, key, err = w.attempt() })
 	}
 	if err != nil {
 		w.fail(ctx, key, err, forced)
@@ -394,7 +403,9 @@ func (w *Watcher) check(ctx context.Context, forced bool) {
 		return
 	}
 	if w.Accept != nil {
-		if err := w.Accept(f); err != nil {
+		var err error
+		w.building(func() { err = w.Accept(f) })
+		if err != nil {
 			w.fail(ctx, f.Hash+" refused: "+err.Error(), err, forced)
 			return
 		}
@@ -405,6 +416,15 @@ func (w *Watcher) check(ctx context.Context, forced bool) {
 	w.failed = ""
 	w.applied.Store(f)
 	w.send(ctx, Result{File: f, Change: change, Forced: forced})
+}
+
+// building runs build inside Build, when set.
+func (w *Watcher) building(build func()) {
+	if w.Build == nil {
+		build()
+		return
+	}
+	w.Build(build)
 }
 
 // unchanged reports whether the file holds the bytes of the config in

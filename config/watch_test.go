@@ -668,3 +668,39 @@ func TestWatchRestartAgainstBoot(t *testing.T) {
 		}
 	})
 }
+
+// TestWatchBuild: a file that changed is parsed, and accepted, inside
+// Build; a file left as it is is not parsed, so Build does not run.
+func TestWatchBuild(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w, path := newTestWatcher(t, 1)
+		var inside bool
+		builds := 0
+		w.Build = func(build func()) {
+			builds++
+			inside = true
+			defer func() { inside = false }()
+			build()
+		}
+		w.Accept = func(*File) error {
+			if !inside {
+				t.Error("Accept ran outside Build")
+			}
+			return nil
+		}
+		events, stop := startLoop(t, w)
+		defer stop()
+		synctest.Wait()
+		if builds != 0 {
+			t.Errorf("the first check of the file in force ran Build %d times, want 0", builds)
+		}
+		writeFile(t, path, configWith(2))
+		events <- fsnotify.Event{Name: path, Op: fsnotify.Write}
+		if r := <-w.Results(); r.Err != nil || visits(r) != 2 {
+			t.Fatalf("got %+v, want visitThreshold 2", r)
+		}
+		if builds != 2 { // the parse, then Accept
+			t.Errorf("a changed file ran Build %d times, want 2", builds)
+		}
+	})
+}

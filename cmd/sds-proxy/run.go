@@ -299,6 +299,7 @@ func (in *instance) watch(ctx context.Context, file *config.File, opts config.Op
 	if err != nil {
 		return nil, err
 	}
+	w.Build = lowGCDuring
 	w.Accept = func(f *config.File) error {
 		if err := apply(in.handler, in.conns, in.cluster, f); err != nil {
 			return err
