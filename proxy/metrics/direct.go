@@ -50,6 +50,77 @@ func (s *scrape) textSeries(pm *Point, label *dto.LabelPair, v float64) {
 	out.Write(s.num)
 }
 
+// textHistogram writes the sample lines of pm's histogram h, as expfmt's
+// text and OpenMetrics encoders write a histogram: a _bucket line per
+// classic bucket, with a +Inf one when the buckets end below it, then _sum
+// and _count; in OpenMetrics the counts as integers, the bounds as
+// OpenMetrics floats and each bucket's exemplar. It writes nothing and
+// returns false for a histogram of float counts (which OpenMetrics 1.0
+// cannot carry, and the library refuses).
+func (s *scrape) textHistogram(pm *Point, h *dto.Histogram) bool {
+	if h.GetSampleCountFloat() > 0 {
+		return false
+	}
+	for _, b := range h.Bucket {
+		if b.GetCumulativeCountFloat() > 0 {
+			return false
+		}
+	}
+	inf := false
+	for _, b := range h.Bucket {
+		s.histogramLine("_bucket", pm, b.GetUpperBound(), true, float64(b.GetCumulativeCount()), b.GetCumulativeCount(), b.Exemplar)
+		inf = inf || math.IsInf(b.GetUpperBound(), +1)
+	}
+	if !inf {
+		s.histogramLine("_bucket", pm, math.Inf(+1), true, float64(h.GetSampleCount()), h.GetSampleCount(), nil)
+	}
+	s.histogramLine("_sum", pm, 0, false, h.GetSampleSum(), 0, nil)
+	s.histogramLine("_count", pm, 0, false, float64(h.GetSampleCount()), h.GetSampleCount(), nil)
+	return true
+}
+
+// histogramLine writes one sample line of a histogram: the family's name
+// and suffix, the point's label and, with le, the bucket's bound; then the
+// value: in OpenMetrics a count (every suffix but _sum) as an integer and
+// the exemplar when it has labels, in the text format everything as a
+// float and no exemplar.
+func (s *scrape) histogramLine(suffix string, pm *Point, bound float64, le bool, value float64, count uint64, exemplar *dto.Exemplar) {
+	out := s.out
+	out.WriteString(s.fam.name)
+	out.WriteString(suffix)
+	writeTextLabel(out, '{', pointLabelName, pm.name)
+	if le {
+		out.WriteString(`,le="`)
+		s.num = appendSampleFloat(s.num[:0], bound, s.openMetrics)
+		out.Write(s.num)
+		out.WriteByte('"')
+	}
+	out.WriteString("} ")
+	switch {
+	case s.openMetrics && suffix != "_sum":
+		s.num = strconv.AppendUint(s.num[:0], count, 10)
+	default:
+		s.num = appendSampleFloat(s.num[:0], value, s.openMetrics)
+	}
+	out.Write(s.num)
+	if s.openMetrics && exemplar != nil && len(exemplar.Label) > 0 {
+		out.WriteString(" # ")
+		sep := byte('{')
+		for _, l := range exemplar.Label {
+			writeTextLabel(out, sep, l.GetName(), l.GetValue())
+			sep = ','
+		}
+		out.WriteString("} ")
+		s.num = appendSampleFloat(s.num[:0], exemplar.GetValue(), true)
+		if ts := exemplar.Timestamp; ts != nil {
+			s.num = append(s.num, ' ')
+			s.num = appendSampleFloat(s.num, float64(ts.AsTime().UnixNano())/1e9, true)
+		}
+		out.Write(s.num)
+	}
+	out.WriteByte('\n')
+}
+
 // writeTextLabel writes sep name="value", the value escaped as the text
 // formats escape it: backslash, newline and double quote.
 func writeTextLabel(out *bufio.Writer, sep byte, name, value string) {

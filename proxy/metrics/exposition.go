@@ -158,7 +158,11 @@ type scrape struct {
 	chunk   bytes.Buffer     // text formats: a chunk encoded
 	body    []byte           // protobuf: fam's message so far
 	marshal proto.MarshalOptions
-	err     error // the family's first error of encoding
+	// A histogram written by hand (direct.go): an idle point's values, or
+	// a busy point's as the library writes them.
+	idle dto.Histogram
+	busy dto.Metric
+	err  error // the family's first error of encoding
 }
 
 // pointRead is what a scrape reads of a point once: its source when in
@@ -305,15 +309,34 @@ func (s *scrape) series(pm *Point, label *dto.LabelPair, v float64, counter bool
 // writes it; an idle point's in the slot's own values, with no
 // allocation.
 func (s *scrape) histogram(pm *Point) {
+	if s.direct && s.started && !s.proto {
+		h := &s.idle
+		if pm.duration.Load() == nil {
+			pm.emptyDuration(h)
+		} else {
+			s.busy = dto.Metric{}
+			if pm.writeDuration(&s.busy) != nil {
+				return // cannot happen: a histogram's Write returns no error
+			}
+			h = s.busy.Histogram
+		}
+		if s.textHistogram(pm, h) {
+			return
+		}
+		// A float histogram, which the library refuses in OpenMetrics:
+		// through the library, which says so.
+	}
 	sl := s.next()
 	if pm.duration.Load() == nil {
 		sl.setLabels(pm.pointLabel, nil)
 		pm.emptyDuration(&sl.histogram)
 		sl.metric.Histogram = &sl.histogram
+	} else if pm.writeDuration(&sl.metric) != nil {
+		s.n-- // cannot happen: a histogram's Write returns no error
 		return
 	}
-	if pm.writeDuration(&sl.metric) != nil {
-		s.n-- // cannot happen: a histogram's Write returns no error
+	if s.direct && !s.proto {
+		s.flush() // the family's header and first series, by the library
 	}
 }
 
