@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/base64"
@@ -323,8 +324,12 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	out := bufio.NewWriterSize(w, 64<<10)
 	out.Write(head)
 	first := true
+	// One point's JSON value and its encoding, reused from point to point.
+	var p pointJSON
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
 	for sn := range a.opts.Points.Snapshots(now) {
-		p := statusPoint(sn)
+		p = statusPoint(sn)
 		if a.opts.Traffic != nil {
 			if t, ok := a.opts.Traffic(sn.Name, now); ok {
 				p.Traffic = statusTraffic(t)
@@ -339,12 +344,13 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 		if a.opts.Events != nil {
 			p.Events = statusEvents(a.opts.Events.PointSince(sn.Name, since), MaxPointEvents)
 		}
-		body, _ := json.Marshal(p) // a point holds no unsupported values either
+		body.Reset()
+		enc.Encode(&p) // a point holds no unsupported values either; json.Marshal's bytes and a newline
 		if !first {
 			out.WriteByte(',')
 		}
 		first = false
-		if _, err := out.Write(body); err != nil {
+		if _, err := out.Write(bytes.TrimSuffix(body.Bytes(), []byte("\n"))); err != nil {
 			return // the client went away
 		}
 	}
@@ -524,7 +530,8 @@ func statusPoint(sn limiter.Snapshot) pointJSON {
 		p.Mode = "shadow"
 	}
 	if sn.Tokens >= 0 {
-		p.Tokens = &sn.Tokens
+		tokens := sn.Tokens // a copy: a pointer into sn would move all of it to the heap
+		p.Tokens = &tokens
 	}
 	if st.Reason.Strategy != 0 {
 		p.Reason = &readingJSON{Strategy: st.Reason.Strategy.String(), Count: st.Reason.Count, Threshold: st.Reason.Threshold}
@@ -542,7 +549,8 @@ func statusPoint(sn limiter.Snapshot) pointJSON {
 			Window: statusCounts(t.Counts), InFlight: t.InFlight}
 	}
 	if _, on := s.ExceptionRateThreshold.Get(); on {
-		p.Thresholds.ExceptionRateStart = &s.ExceptionRateStart
+		start := s.ExceptionRateStart
+		p.Thresholds.ExceptionRateStart = &start
 	}
 	if rate := statusThreshold(s.TokensPerSecond); rate != nil {
 		p.Thresholds.TokensPerSecond = rate
