@@ -66,6 +66,9 @@ func (d *decoder) entries(n *yaml.Node, what, want string, each func(key string,
 		}
 		first[k.Value] = at
 		each(k.Value, m.Content[i], v)
+		if m == d.release {
+			m.Content[i], m.Content[i+1] = nil, nil // decoded: let go (releasable)
+		}
 	}
 }
 
