@@ -93,11 +93,11 @@ func cgroupV1Limit(readFile func(string) ([]byte, error)) (int64, string, error)
 // not twice it: with live L and a second config T held for the reload,
 // the goal is 1.1(L+T) where it was 2(L+T), which stays under the serving
 // proxy's own 2L while T is under 0.8L. At 10,000 points (a 1 MiB file)
-// L is about 43 MiB and T about 35 MiB for half a second: a reload peaked
-// at 174-192 MiB resident without a memory limit, against 125 MiB for the
-// proxy serving and scraped, and now peaks within the latter
-// (docs/benchmarks.md). The reload collects more often for it (0.45 s
-// became 0.7 s at 10,000 points); nothing else does.
+// L is about 43 MiB and T 25-35 MiB for half a second: without a memory
+// limit a reload peaked at 174-192 MiB resident, against 125 MiB for the
+// proxy serving and scraped, and now stays within the latter
+// (docs/benchmarks.md). The reload collects more often for it (about
+// 0.5 s became 0.7 s at 10,000 points); nothing else does.
 const reloadGCPercent = 10
 
 // lowGCDuring runs build with Go's GC percent at reloadGCPercent, or
