@@ -306,8 +306,10 @@ func (s *scrape) series(pm *Point, label *dto.LabelPair, v float64, counter bool
 }
 
 // histogram adds pm's upstream time histogram, as the client library
-// writes it; an idle point's in the slot's own values, with no
-// allocation.
+// writes it. In the text formats, past the family's first series (the
+// library's, with the header), its lines are written by hand
+// (textHistogram); otherwise it goes into the chunk. An idle point's
+// histogram is filled in the scrape's own values, with no allocation.
 func (s *scrape) histogram(pm *Point) {
 	if s.direct && s.started && !s.proto {
 		h := &s.idle
