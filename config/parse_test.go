@@ -268,12 +268,16 @@ func TestBrokenFiles(t *testing.T) {
 // points or routes aliased from a key decoded after them, which only
 // report their problems.
 func TestParseLetsGoOfDecodedNodes(t *testing.T) {
-	const routes = "routes:\n  - {point: p, match: {path: /p}}\n  - {point: q, match: {}}\n"
-	aliased, err := Parse("sds.yaml", []byte("upstream: http://127.0.0.1:9000\npoints:\n  p: &s {visitThreshold: 1, concurrentThreshold: 2}\n  q: *s\n"+routes), Options{})
+	const (
+		head     = "upstream: http://127.0.0.1:9000\n"
+		oneRoute = "routes:\n  - {point: p, match: {path: /p}}\n"
+		routes   = oneRoute + "  - {point: q, match: {}}\n"
+	)
+	aliased, err := Parse("sds.yaml", []byte(head+"points:\n  p: &s {visitThreshold: 1, concurrentThreshold: 2}\n  q: *s\n"+routes), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	written, err := Parse("sds.yaml", []byte("upstream: http://127.0.0.1:9000\npoints:\n  p: {visitThreshold: 1, concurrentThreshold: 2}\n  q: {visitThreshold: 1, concurrentThreshold: 2}\n"+routes), Options{})
+	written, err := Parse("sds.yaml", []byte(head+"points:\n  p: {visitThreshold: 1, concurrentThreshold: 2}\n  q: {visitThreshold: 1, concurrentThreshold: 2}\n"+routes), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,10 +285,10 @@ func TestParseLetsGoOfDecodedNodes(t *testing.T) {
 		t.Errorf("aliased settings: got %+v, want %+v", aliased.Points, written.Points)
 	}
 	for _, tc := range []struct{ name, src, problem string }{
-		{"a point's settings aliased after", "upstream: http://127.0.0.1:9000\npoints:\n  p: &v {visitThreshold: 1}\n" + routes[:len("routes:\n  - {point: p, match: {path: /p}}\n")] + "tls: *v\n", `unknown key "visitThreshold"`},
-		{"the points aliased after", "upstream: http://127.0.0.1:9000\npoints: &all\n  p: {visitThreshold: 1}\n" + routes[:len("routes:\n  - {point: p, match: {path: /p}}\n")] + "tls: *all\n", `unknown key "p"`},
-		{"a route aliased after", "upstream: http://127.0.0.1:9000\npoints:\n  p: {visitThreshold: 1}\nroutes:\n  - &r {point: p, match: {path: /p}}\ntls: *r\n", `unknown key "point"`},
-		{"the routes aliased after", "upstream: http://127.0.0.1:9000\npoints:\n  p: {visitThreshold: 1}\nroutes: &rs\n  - {point: p, match: {path: /p}}\ntls: *rs\n", "want a mapping"},
+		{"a point's settings aliased after", head + "points:\n  p: &v {visitThreshold: 1}\n" + oneRoute + "tls: *v\n", `unknown key "visitThreshold"`},
+		{"the points aliased after", head + "points: &all\n  p: {visitThreshold: 1}\n" + oneRoute + "tls: *all\n", `unknown key "p"`},
+		{"a route aliased after", head + "points:\n  p: {visitThreshold: 1}\nroutes:\n  - &r {point: p, match: {path: /p}}\ntls: *r\n", `unknown key "point"`},
+		{"the routes aliased after", head + "points:\n  p: {visitThreshold: 1}\nroutes: &rs\n  - {point: p, match: {path: /p}}\ntls: *rs\n", "want a mapping"},
 	} {
 		_, err := Parse("sds.yaml", []byte(tc.src), Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.problem) {
