@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,7 +89,7 @@ func (m *Set) Handler(reg prometheus.Gatherer) http.Handler {
 				if !wanted(pf.f.name) {
 					continue
 				}
-				s.begin(pf.f)
+				s.begin(pf.f, &m.familyBytes[next])
 				pf.write(s)
 				if err := s.end(); err != nil {
 					return err
@@ -158,6 +159,9 @@ type scrape struct {
 	chunk   bytes.Buffer     // text formats: a chunk encoded
 	body    []byte           // protobuf: fam's message so far
 	marshal proto.MarshalOptions
+	// famBytes is the length of fam's protobuf message at the last scrape
+	// (Set.familyBytes).
+	famBytes *atomic.Int64
 	// A histogram written by hand (direct.go): an idle point's values, or
 	// a busy point's as the library writes them.
 	idle dto.Histogram
@@ -233,9 +237,10 @@ func (s *scrape) start(m *Set, format expfmt.Format, w http.ResponseWriter) {
 
 func comparePoints(a, b *Point) int { return strings.Compare(a.name, b.name) }
 
-// begin starts family f.
-func (s *scrape) begin(f *family) {
-	s.fam, s.n, s.started, s.err = f, 0, false, nil
+// begin starts family f, whose protobuf message was size bytes long at
+// the last scrape in that format (0 before it).
+func (s *scrape) begin(f *family, size *atomic.Int64) {
+	s.fam, s.n, s.started, s.err, s.famBytes = f, 0, false, nil, size
 }
 
 // next returns the next slot of the chunk, cleared.
@@ -366,6 +371,13 @@ func (s *scrape) flush() {
 			// The family's fields, then its metrics: the order in which
 			// proto.Marshal writes a whole family.
 			header := dto.MetricFamily{Name: &s.fam.name, Help: &s.fam.help, Type: &s.fam.typ}
+			if last := int(s.famBytes.Load()); cap(s.body) < last {
+				// Sized at once from the last scrape's message, a sixteenth
+				// more: grown by doubling, the upstream times' 5 MB of
+				// 10,000 points cost 10 MB more in copies, and held up to
+				// 12 MB during the last one.
+				s.body = make([]byte, 0, last+last/16)
+			}
 			s.body, _ = s.marshal.MarshalAppend(s.body[:0], &header) // dto messages always marshal
 			s.started = true
 		}
@@ -413,6 +425,7 @@ func headerLength(b []byte) int {
 func (s *scrape) end() error {
 	s.flush()
 	if s.proto && s.started {
+		s.famBytes.Store(int64(len(s.body)))
 		var size [binary.MaxVarintLen64]byte
 		s.out.Write(size[:binary.PutUvarint(size[:], uint64(len(s.body)))])
 		s.out.Write(s.body)

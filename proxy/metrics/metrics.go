@@ -49,6 +49,10 @@ type Set struct {
 	exposing atomic.Int32
 	// scrapes recycles the buffers of Handler's scrapes.
 	scrapes sync.Pool
+	// familyBytes holds, for each of pointFamilies, the length of its
+	// protobuf message at the last scrape in that format, so that the next
+	// one sizes its buffer at once.
+	familyBytes []atomic.Int64
 }
 
 // Upstream error kinds of sds_upstream_errors_total.
@@ -184,8 +188,9 @@ func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sds_rejected_requests_total", Help: "Requests refused before routing, by reason: path (a path the proxy does not route, such as an encoded slash or a bad escape, answered 400). They reach neither a point nor the upstream.",
 		}, []string{"reason"}),
-		live:   points,
-		points: make(map[string]*Point),
+		live:        points,
+		points:      make(map[string]*Point),
+		familyBytes: make([]atomic.Int64, len(pointFamilies)),
 	}
 	m.RejectedPath = m.rejected.WithLabelValues("path")
 	m.collector = &pointCollector{points: points, metrics: m}
