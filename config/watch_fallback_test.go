@@ -292,14 +292,7 @@ func TestRunPollsConfigMapSwap(t *testing.T) {
 		if err := os.Symlink(filepath.Join("..data", "sds.yaml"), path); err != nil {
 			t.Fatal(err)
 		}
-		current, err := Load(path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := NewWatcher(path, Options{}, current)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := watcherOf(t, path)
 		w.start = func() (notifier, error) { return nil, syscall.EMFILE }
 		runWatcher(t, w)
 		nextMode(t, w)

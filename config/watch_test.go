@@ -61,6 +61,13 @@ func newTestWatcher(t *testing.T, visits int) (*Watcher, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "sds.yaml")
 	writeFile(t, path, configWith(visits))
+	return watcherOf(t, path), path
+}
+
+// watcherOf loads the config at path and returns a watcher whose config
+// in force is it.
+func watcherOf(t *testing.T, path string) *Watcher {
+	t.Helper()
 	current, err := Load(path, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +76,7 @@ func newTestWatcher(t *testing.T, visits int) (*Watcher, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w, path
+	return w
 }
 
 // noResult fails if w reports anything within a minute of fake time.
@@ -271,14 +278,7 @@ func watch(t *testing.T, path string) *Watcher {
 // watchAccepting is watch with the watcher's Accept set to accept.
 func watchAccepting(t *testing.T, path string, accept func(*File) error) *Watcher {
 	t.Helper()
-	current, err := Load(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewWatcher(path, Options{}, current)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := watcherOf(t, path)
 	w.Accept = accept
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -590,14 +590,8 @@ func TestUnchangedFileNotParsed(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "sds.yaml")
 	writeFile(t, path, b.String())
-	current, err := Load(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := NewWatcher(path, Options{}, current)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := watcherOf(t, path)
+	current := w.Current()
 	allocs := testing.AllocsPerRun(5, func() { w.check(t.Context(), false) })
 	if allocs > 100 {
 		t.Errorf("a check of the file in force: got %.0f allocations, want <= 100 (no parse)", allocs)
@@ -616,14 +610,7 @@ func TestUnchangedFileOtherFileChanged(t *testing.T) {
 		path, body := filepath.Join(dir, "sds.yaml"), filepath.Join(dir, "body.json")
 		writeFile(t, body, `{"v":1}`)
 		writeFile(t, path, withPoint("visitThreshold: 1\nfallback: {bodyFile: body.json}"))
-		current, err := Load(path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := NewWatcher(path, Options{}, current)
-		if err != nil {
-			t.Fatal(err)
-		}
+		w := watcherOf(t, path)
 		events, stop := startLoop(t, w)
 		defer stop()
 		synctest.Wait()

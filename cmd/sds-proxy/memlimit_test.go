@@ -27,24 +27,31 @@ func TestMemoryLimit(t *testing.T) {
 		{"a cgroup file that lies", nil, "lots\n", 0, "", "want a byte count or max"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			getenv := func(k string) string { return tc.env[k] }
-			readFile := func(name string) ([]byte, error) {
-				if name != cgroupMemoryMax || tc.cgroup == "" {
-					return nil, fs.ErrNotExist
-				}
-				return []byte(tc.cgroup), nil
-			}
-			got, from, err := memoryLimit(getenv, readFile)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("got %d, %v; want an error containing %q", got, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tc.want || from != tc.from {
-				t.Errorf("got %d from %q (%v), want %d from %q", got, from, err, tc.want, tc.from)
-			}
+			checkMemoryLimit(t, tc.env, map[string]string{cgroupMemoryMax: tc.cgroup}, tc.want, tc.from, tc.wantErr)
 		})
+	}
+}
+
+// checkMemoryLimit runs memoryLimit with the environment env and the
+// files files (a name missing or mapped to "" does not exist) and checks
+// its limit and source, or that its error holds wantErr.
+func checkMemoryLimit(t *testing.T, env, files map[string]string, want int64, wantFrom, wantErr string) {
+	t.Helper()
+	readFile := func(name string) ([]byte, error) {
+		if files[name] == "" {
+			return nil, fs.ErrNotExist
+		}
+		return []byte(files[name]), nil
+	}
+	got, from, err := memoryLimit(func(k string) string { return env[k] }, readFile)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("got %d, %v; want an error containing %q", got, err, wantErr)
+		}
+		return
+	}
+	if err != nil || got != want || from != wantFrom {
+		t.Errorf("got %d from %q (%v), want %d from %q", got, from, err, want, wantFrom)
 	}
 }
 
@@ -69,23 +76,7 @@ func TestMemoryLimitCgroupV1(t *testing.T) {
 		{"a negative count", "", "-1\n", 0, "", "want a byte count"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			files := map[string]string{cgroupMemoryMax: tc.v2, cgroupV1MemoryLimit: tc.v1}
-			readFile := func(name string) ([]byte, error) {
-				if files[name] == "" {
-					return nil, fs.ErrNotExist
-				}
-				return []byte(files[name]), nil
-			}
-			got, from, err := memoryLimit(func(string) string { return "" }, readFile)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("got %d, %v; want an error containing %q", got, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || got != tc.want || from != tc.from {
-				t.Errorf("got %d from %q (%v), want %d from %q", got, from, err, tc.want, tc.from)
-			}
+			checkMemoryLimit(t, nil, map[string]string{cgroupMemoryMax: tc.v2, cgroupV1MemoryLimit: tc.v1}, tc.want, tc.from, tc.wantErr)
 		})
 	}
 }
