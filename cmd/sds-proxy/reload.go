@@ -117,20 +117,22 @@ func (r *reloadStatus) config() (path string, raw []byte) {
 	return r.st.Path, r.raw
 }
 
-// recovered marks an attempt that found the config in force; it reports
-// whether the previous attempt had failed.
+// recovered marks an attempt that found the config in force, which
+// changed nothing; it reports whether the previous attempt had failed.
 func (r *reloadStatus) recovered(at time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	wasFailed := !r.st.LastOK
-	r.st.LastAttempt, r.st.LastOK, r.st.LastError = at, true, ""
+	r.st.LastAttempt, r.st.LastOK, r.st.LastError, r.st.LastChange = at, true, "", ""
 	return wasFailed
 }
 
+// failed marks a rejected attempt: it changed nothing, so the change of
+// the reload before it is no longer the last attempt's.
 func (r *reloadStatus) failed(at time.Time, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.st.LastAttempt, r.st.LastOK, r.st.LastError = at, false, err.Error()
+	r.st.LastAttempt, r.st.LastOK, r.st.LastError, r.st.LastChange = at, false, err.Error(), ""
 }
 
 // drainTimeout returns the drain timeout of the config in force.

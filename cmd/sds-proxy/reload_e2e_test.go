@@ -8,6 +8,7 @@ package main_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -413,6 +414,46 @@ func TestReloadRefusedByTheProcess(t *testing.T) {
 	}
 	e.applied("1000", wait)
 	e.metricIs(1, "sds_config_last_reload_successful")
+}
+
+// TestReloadRejectedShowsNoChange: /status's lastReload describes the last
+// attempt only. After a reload that changed visitThreshold, a rejected
+// file shows the failure and no change (it changed nothing), and so does
+// the attempt that finds the config in force again.
+func TestReloadRejectedShowsNoChange(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "10s", 10, watchBody("0"))
+	type lastReload struct {
+		OK            bool
+		Error, Change string
+	}
+	last := func() lastReload {
+		var doc struct {
+			Config struct{ LastReload *lastReload }
+		}
+		if r := e.getURL(e.proxy.admin + "/status"); json.Unmarshal([]byte(r.body), &doc) != nil || doc.Config.LastReload == nil {
+			t.Fatalf("/status config.lastReload: got %v, want one", r)
+		}
+		return *doc.Config.LastReload
+	}
+	e.applied("1000", wait)
+	if got := last(); !got.OK || !strings.Contains(got.Change, "points changed [r]") {
+		t.Errorf("after a valid edit: lastReload %+v, want ok with its change (points changed [r])", got)
+	}
+
+	mark := e.proxy.stderr.mark()
+	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody("0")+"    bogusKey: 1\n")
+	e.proxy.waitLog(t, mark, wait, msgStarts("config rejected"))
+	if got := last(); got.OK || !strings.Contains(got.Error, "bogusKey") || got.Change != "" {
+		t.Errorf("after a rejected edit: lastReload %+v, want not ok, the error naming bogusKey and no change", got)
+	}
+
+	mark = e.proxy.stderr.mark()
+	e.write(e.config, configHeader(e.upstream, "10s", 10)+watchBody("1000"))
+	e.proxy.waitLog(t, mark, wait, msgIs("config unchanged"))
+	if got := last(); !got.OK || got.Error != "" || got.Change != "" {
+		t.Errorf("after the config in force came back: lastReload %+v, want ok with no error and no change", got)
+	}
 }
 
 // TestHotReload edits the config of a running proxy.

@@ -29,12 +29,15 @@ type ReloadStatus struct {
 	Path, Hash string
 	// LoadedAt is when the config in force was applied.
 	LoadedAt time.Time
-	// LastAttempt, LastOK and LastError describe the last reload attempt,
-	// applied or rejected; LastAttempt is zero when there was none.
+	// LastAttempt, LastOK, LastError and LastChange describe the last
+	// reload attempt, applied or rejected; LastAttempt is zero when there
+	// was none.
 	LastAttempt time.Time
 	LastOK      bool
 	LastError   string
-	// LastChange says what the last applied reload changed.
+	// LastChange says what the last attempt changed: "" when it was
+	// rejected or found the config in force unchanged, never the change
+	// of an earlier reload.
 	LastChange string
 }
 
@@ -145,7 +148,7 @@ const (
 //	    "lastReload": {                    // omitted when no reload was attempted
 //	      "at": time, "ok": bool,
 //	      "error": "...",                  // omitted when empty
-//	      "change": "..."                  // omitted when empty
+//	      "change": "..."                  // what this attempt changed; omitted when empty (rejected, unchanged)
 //	    }
 //	  },
 //	  "events": [event, ...],              // every event of the last 15 minutes, oldest first by "at", at most 500

@@ -119,7 +119,6 @@ func newAdminFixtureOn(t *testing.T, start time.Time, transport func(*adminClock
 		LastAttempt: adminT0.Add(-10 * time.Second),
 		LastOK:      false,
 		LastError:   `sds.yaml:3:1: unknown key "visitThreshhold"`,
-		LastChange:  "orders.read: visitThreshold 5 -> 2",
 	}
 	f.admin = admin.New(admin.Options{
 		Points:   f.h,
@@ -235,7 +234,7 @@ func TestAdminStatus(t *testing.T) {
 	    "hash": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 	    "loadedAt": "2026-03-01T11:59:00.5Z",
 	    "lastReload": {"at": "2026-03-01T11:59:50.5Z", "ok": false,
-	      "error": "sds.yaml:3:1: unknown key \"visitThreshhold\"", "change": "orders.read: visitThreshold 5 -> 2"}
+	      "error": "sds.yaml:3:1: unknown key \"visitThreshhold\""}
 	  },
 	  "points": [
 	    {
