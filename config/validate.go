@@ -231,6 +231,26 @@ func (c *checker) settings() {
 	if f.H2C && f.TLS.Enabled() && c.d.ok(top(keyH2C)) {
 		c.wrong(top(keyH2C), "true has no effect with %s, which offers HTTP/2 itself; remove %s", keyTLS.name, keyH2C.name)
 	}
+	c.grpcUpstream()
+}
+
+// grpcUpstream warns when h2c: true takes cleartext HTTP/2 from clients
+// but the upstream is http://, which the proxy calls over HTTP/1.1: gRPC
+// needs HTTP/2 on both sides, so every gRPC call then fails (docs/tls.md).
+// It is a warning, not an error: a client that sends plain HTTP over
+// cleartext HTTP/2 is still served. With tls, h2c is already an error; an
+// http:// upstream behind tls alone is not judged, as HTTP/2 over TLS says
+// nothing of gRPC.
+func (c *checker) grpcUpstream() {
+	f := c.d.f
+	if !f.H2C || f.TLS.Enabled() || !c.d.ok(top(keyH2C)) || !c.d.good(top(keyUpstream)) {
+		return
+	}
+	u, err := url.Parse(f.Upstream)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return
+	}
+	c.p.warn(c.val(top(keyH2C)), "%[1]s: true accepts cleartext HTTP/2 from clients, but the %[2]s %[3]s is called over HTTP/1.1, so gRPC calls fail; use h2c://%[4]s for a gRPC %[2]s (or remove %[1]s if no client speaks gRPC)", keyH2C.name, keyUpstream.name, f.Upstream, u.Host)
 }
 
 // tls checks the inbound TLS setting: a certificate pair or ACME.

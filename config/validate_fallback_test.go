@@ -12,7 +12,7 @@ func TestGRPCFallbackProblems(t *testing.T) {
 	h2cUpstream := func(src string) string {
 		return strings.Replace(src, "upstream: http://", "upstream: h2c://", 1)
 	}
-	h2cInbound := func(src string) string { return "h2c: true\n" + src }
+	h2cInbound := func(src string) string { return "h2c: true\n" + h2cUpstream(src) }
 	tests := []struct {
 		name     string
 		src      string
@@ -52,18 +52,7 @@ func TestGRPCFallbackProblems(t *testing.T) {
 			if tt.errs != nil {
 				return
 			}
-			f, err := Parse("sds.yaml", []byte(tt.src), Options{})
-			if err != nil {
-				t.Fatalf("Parse: %v", err)
-			}
-			var got []string
-			for _, w := range f.Warnings {
-				if !w.Warning {
-					t.Errorf("%v: Warning is false", w)
-				}
-				got = append(got, strings.TrimPrefix(w.Error(), "sds.yaml:"))
-			}
-			checkProblems(t, got, tt.warnings)
+			checkProblems(t, warningsOf(t, tt.src, Options{}), tt.warnings)
 		})
 	}
 }

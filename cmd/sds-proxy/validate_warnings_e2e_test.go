@@ -1,0 +1,61 @@
+package main_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestValidateWarnings runs sds-proxy validate on files that are valid
+// but probably not what their author meant: each prints its warning as
+// FILE:LINE:COL: warning: message, then OK, and exits 0.
+func TestValidateWarnings(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	for _, tt := range []struct {
+		name, config string
+		want         []string // LINE:COL: warning: message, after FILE:
+	}{
+		{"h2c with an http upstream", "h2c: true\nupstream: http://127.0.0.1:9000\n" + pointRoute + "    visitThreshold: 5\n",
+			[]string{"1:6: warning: h2c: true accepts cleartext HTTP/2 from clients, but the upstream http://127.0.0.1:9000 is called over HTTP/1.1, so gRPC calls fail; use h2c://127.0.0.1:9000 for a gRPC upstream (or remove h2c if no client speaks gRPC)"}},
+		{"h2c with an h2c upstream", "h2c: true\nupstream: h2c://127.0.0.1:9000\n" + pointRoute + "    visitThreshold: 5\n", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "sds.yaml")
+			if err := os.WriteFile(path, []byte(tt.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, err := command("sds-proxy", "validate", "-config", path).CombinedOutput()
+			if err != nil {
+				t.Fatalf("validate: %v, output %q; want exit 0", err, out)
+			}
+			var want strings.Builder
+			for _, w := range tt.want {
+				want.WriteString(path + ":" + w + "\n")
+			}
+			want.WriteString("OK\n")
+			if string(out) != want.String() {
+				t.Errorf("validate: got\n%s\nwant\n%s", out, want.String())
+			}
+		})
+	}
+}
+
+// TestRunLogsGRPCUpstreamWarning: the proxy started with h2c: true and an
+// http:// upstream serves, and logs why gRPC calls will fail, as validate
+// prints it.
+func TestRunLogsGRPCUpstreamWarning(t *testing.T) {
+	t.Parallel()
+	needBinaries(t)
+	path := filepath.Join(t.TempDir(), "sds.yaml")
+	if err := os.WriteFile(path, []byte("h2c: true\n"+configHeader("http://127.0.0.1:9", "10s", 10)+pointRoute+"    visitThreshold: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, path)
+	entry := p.waitLog(t, 0, wait, msgIs("config warning"))
+	if w, _ := entry["warning"].(string); !strings.HasPrefix(w, path+":1:6: warning: h2c: true accepts cleartext HTTP/2 from clients") || !strings.Contains(w, "use h2c://127.0.0.1:9 ") {
+		t.Errorf("config warning: got %q, want the h2c warning at %s:1:6 naming h2c://127.0.0.1:9", w, path)
+	}
+}
