@@ -77,6 +77,11 @@ type key struct {
 	pattern string
 	// maxItems bounds a list's items or a named mapping's names.
 	maxItems int
+	// seconds marks a duration meant in seconds or longer (a window, a
+	// delay): there an integer of milliseconds from 1 to 999 is most likely
+	// a forgotten unit (window: 10 is a 10ms window), which decoding warns
+	// of; 1000 and above, 0, negatives and strings with a unit are not.
+	seconds bool
 	// section holds the keys of a kindMapping, kindList or kindNamed.
 	section *section
 }
@@ -165,7 +170,7 @@ var (
 		doc: "The admin port's address, host:port: /healthz, /readyz, /metrics, /status and the dashboard. Changing it needs a restart."}
 	keyForwardedHeaders = &key{name: "forwardedHeaders", kind: kindBool, def: true,
 		doc: "Set X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host for the upstream."}
-	keyWindow = &key{name: "window", kind: kindDuration, def: DefaultWindow.String(), min: bound(1),
+	keyWindow = &key{name: "window", kind: kindDuration, seconds: true, def: DefaultWindow.String(), min: bound(1),
 		doc: "The length of every point's sliding window; it splits evenly into buckets of at least 1ms."}
 	keyBuckets = &key{name: "buckets", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
 		doc: "How many buckets split the window."}
@@ -173,7 +178,7 @@ var (
 		doc: "The request header that marks pressure-test traffic when its value is 1 or true. Absent: no request is pressure-test traffic."}
 	keyAccessLog = &key{name: "accessLog", kind: kindBool, def: false,
 		doc: "Log one line per request: point, status, strategy, upstream latency."}
-	keyDrainTimeout = &key{name: "drainTimeout", kind: kindDuration, def: DefaultDrainTimeout.String(), min: bound(0),
+	keyDrainTimeout = &key{name: "drainTimeout", kind: kindDuration, seconds: true, def: DefaultDrainTimeout.String(), min: bound(0),
 		doc: "How long SIGTERM waits for requests in flight before exiting; 0 exits without waiting."}
 	keyMaxConnections = &key{name: "maxConnections", kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
 		doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."}
@@ -274,9 +279,9 @@ var (
 		doc: "The token bucket's capacity: max(tokenBucketSize, tokenBucketGeneratedTokensInSecond). Needs tokenBucketGeneratedTokensInSecond."}
 	keyDowngradeRate = &key{name: "downgradeRate", kind: kindInt, def: int64(100), min: bound(0), max: bound(100), unit: "percent",
 		doc: "The percent of tripped requests actually degraded; 0 degrades none (strategies are still judged and reported)."}
-	keyDelayTime = &key{name: "delayTime", kind: kindDuration, def: int64(0), min: bound(-1),
+	keyDelayTime = &key{name: "delayTime", kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
 		doc: "After a trip, keep degrading this long without judging the strategies. 0 or -1: no delay."}
-	keyRetryInterval = &key{name: "retryInterval", kind: kindDuration, def: int64(0), min: bound(-1),
+	keyRetryInterval = &key{name: "retryInterval", kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
 		doc: "During the delay, let one probe through this often; a good probe ends the delay. Shorter than delayTime. 0 or -1: no probes."}
 	keyPressureTestDowngrade = &key{name: "pressureTestDowngrade", kind: kindBool, def: false,
 		doc: "Degrade pressure-test traffic (see pressureTestHeader) on this point at once."}
@@ -288,7 +293,7 @@ var (
 		doc: "Answer the fallback instead of 502 or 504 when the upstream call fails (transport error or upstreamTimeout)."}
 	keyFallback = &key{name: "fallback", kind: kindMapping, section: fallbackSection,
 		doc: "The answer of a degraded request. Absent: 429 with Retry-After for visit and token_bucket, 503 otherwise."}
-	keyRecoveryTime = &key{name: "recoveryTime", kind: kindDuration, def: int64(0), min: bound(-1),
+	keyRecoveryTime = &key{name: "recoveryTime", kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
 		doc: "A recovery ramp after each delay: the share of requests admitted rises linearly from recoveryStart percent to all of them over this time; the others are degraded as recovery, and a call that fails during the ramp trips the point again. Needs delayTime. 0 or -1: no ramp."}
 	keyRecoveryStart = &key{name: "recoveryStart", kind: kindInt, def: int64(limiter.DefaultRecoveryStart), min: bound(0), max: bound(100), unit: "percent",
 		doc: "The percent of requests the recovery ramp admits when it starts. Needs recoveryTime."}
@@ -313,7 +318,7 @@ var (
 		doc: "The shortest round: how often the limit is worked out again from the calls that ended well in it (their mean upstream time and the calls in flight when they entered); a round lasts the last mean latency if that is longer; at least 1ms."}
 	keyAdaptiveTolerance = &key{name: "tolerance", kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), min: bound(0), max: bound(1000), unit: "percent",
 		doc: "How far above its minimum the latency may rise before the limit shrinks: the queue the upstream may hold, in percent of the calls it serves and at least one call. The limit settles near the capacity plus this share of it."}
-	keyAdaptiveMinLatencyInterval = &key{name: "minLatencyInterval", kind: kindDuration, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
+	keyAdaptiveMinLatencyInterval = &key{name: "minLatencyInterval", kind: kindDuration, seconds: true, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
 		doc: "How often the minimum latency is measured again after the startup (the limit is held at 3/4 of itself, at least minLimit, until 25 calls entered since have ended); at least interval."}
 )
 

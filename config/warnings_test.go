@@ -50,3 +50,43 @@ func TestGRPCUpstreamWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestBareMillisWarning: a duration meant in seconds (a window, a delay)
+// given as a bare integer from 1 to 999 is milliseconds, and most likely a
+// forgotten unit: it is warned of at its value, with the seconds it
+// probably meant. Durations counted in milliseconds (timeoutThreshold,
+// upstreamTimeout) are not.
+func TestBareMillisWarning(t *testing.T) {
+	top := func(line string) string { return line + "\n" + withPoint("visitThreshold: 1") }
+	point := func(lines string) string { return withPoint("visitThreshold: 1\n" + lines) }
+	for _, tt := range []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"window 10", top("window: 10"), []string{"1:9: warning: window is 10ms: a bare integer is milliseconds (as in SDS); did you mean 10s? (write 10ms if you meant milliseconds)"}},
+		{"window 1", top("window: 1\nbuckets: 1"), []string{"1:9: warning: window is 1ms"}},
+		{"window 999", top("window: 999\nbuckets: 1"), []string{"1:9: warning: window is 999ms: a bare integer is milliseconds (as in SDS); did you mean 999s?"}},
+		{"window 1000", top("window: 1000"), nil},
+		{"window 10s", top("window: 10s"), nil},
+		{"window 10ms", top("window: 10ms"), nil},
+		{"window quoted", top(`window: "10ms"`), nil},
+		{"window through an alias", top("buckets: &n 10\nwindow: *n"), []string{"2:9: warning: window is 10ms"}},
+		{"drainTimeout 25", top("drainTimeout: 25"), []string{"1:15: warning: drainTimeout is 25ms"}},
+		{"drainTimeout 0", top("drainTimeout: 0"), nil},
+		{"delayTime 30", point("delayTime: 30"), []string{"8:16: warning: delayTime is 30ms: a bare integer is milliseconds (as in SDS); did you mean 30s?"}},
+		{"delayTime -1", point("delayTime: -1"), nil},
+		{"delayTime 0", point("delayTime: 0"), nil},
+		{"delayTime 30000", point("delayTime: 30000"), nil},
+		{"retryInterval 2", point("delayTime: 30s\nretryInterval: 2"), []string{"9:20: warning: retryInterval is 2ms"}},
+		{"recoveryTime 10", point("delayTime: 30s\nrecoveryTime: 10"), []string{"9:19: warning: recoveryTime is 10ms"}},
+		{"minLatencyInterval 60", point("adaptiveConcurrency: {interval: 50, minLatencyInterval: 60}"), []string{"8:61: warning: adaptiveConcurrency.minLatencyInterval is 60ms"}},
+		{"timeoutThreshold in milliseconds", point("timeoutThreshold: 250\ntimeoutCountThreshold: 5"), nil},
+		{"upstreamTimeout in milliseconds", point("upstreamTimeout: 500"), nil},
+		{"adaptive interval in milliseconds", point("adaptiveConcurrency: {interval: 100}"), nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			checkProblems(t, warningsOf(t, tt.src, Options{}), tt.want)
+		})
+	}
+}

@@ -15,10 +15,15 @@ import (
 
 // resolve follows aliases and spends one unit of the node budget.
 func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
+	d.budget--
+	return follow(n)
+}
+
+// follow follows aliases to the node they name.
+func follow(n *yaml.Node) *yaml.Node {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
-	d.budget--
 	return n
 }
 
@@ -90,7 +95,8 @@ func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, set
 		what = strings.TrimSuffix(base.field, ".")
 	}
 	d.entries(n, what, "a mapping", func(key string, k, v *yaml.Node) {
-		s, ok := set[sec.lookup(key)]
+		def := sec.lookup(key)
+		s, ok := set[def]
 		if !ok {
 			d.p.add(pos{k.Line, k.Column}, "unknown key %q %s%s", key, scope, suggest(key, sec.names()))
 			return
@@ -100,10 +106,29 @@ func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, set
 		d.out.at[l] = span{key: pos{k.Line, k.Column}, val: pos{v.Line, v.Column}}
 		before := len(d.p.errs)
 		s(key, v)
-		if len(d.p.errs) > before {
+		switch {
+		case len(d.p.errs) > before:
 			d.out.bad[l] = true
+		case def.seconds:
+			d.bareMillis(def, v)
 		}
 	})
+}
+
+// bareMillis warns when the value v of the duration key k, one meant in
+// seconds (key.seconds), is an integer of milliseconds from 1 to 999:
+// window: 10 is a 10ms window, and most likely meant 10s. 0 and negatives
+// (off) and 1000 or more are not warned of, nor a duration with a unit.
+func (d *decoder) bareMillis(k *key, v *yaml.Node) {
+	s := follow(v)
+	if s.Kind != yaml.ScalarNode || s.ShortTag() != "!!int" {
+		return
+	}
+	var ms int64
+	if err := s.Decode(&ms); err != nil || ms < 1 || ms > 999 {
+		return
+	}
+	d.p.warn(pos{v.Line, v.Column}, "%[1]s is %[2]dms: a bare integer is milliseconds (as in SDS); did you mean %[2]ds? (write %[2]dms if you meant milliseconds)", k.path, ms)
 }
 
 // sequence returns the items of the list n; null is an empty list.

@@ -20,6 +20,11 @@ func TestValidateWarnings(t *testing.T) {
 		{"h2c with an http upstream", "h2c: true\nupstream: http://127.0.0.1:9000\n" + pointRoute + "    visitThreshold: 5\n",
 			[]string{"1:6: warning: h2c: true accepts cleartext HTTP/2 from clients, but the upstream http://127.0.0.1:9000 is called over HTTP/1.1, so gRPC calls fail; use h2c://127.0.0.1:9000 for a gRPC upstream (or remove h2c if no client speaks gRPC)"}},
 		{"h2c with an h2c upstream", "h2c: true\nupstream: h2c://127.0.0.1:9000\n" + pointRoute + "    visitThreshold: 5\n", nil},
+		{"durations as bare integers", "upstream: http://127.0.0.1:9000\nwindow: 10\n" + pointRoute + "    visitThreshold: 5\n    delayTime: 30\n", []string{
+			"2:9: warning: window is 10ms: a bare integer is milliseconds (as in SDS); did you mean 10s? (write 10ms if you meant milliseconds)",
+			"9:16: warning: delayTime is 30ms: a bare integer is milliseconds (as in SDS); did you mean 30s? (write 30ms if you meant milliseconds)",
+		}},
+		{"durations with units", "upstream: http://127.0.0.1:9000\nwindow: 10s\n" + pointRoute + "    visitThreshold: 5\n    delayTime: 30s\n    retryInterval: 1000\n", nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
