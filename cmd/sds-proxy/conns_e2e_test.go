@@ -424,3 +424,89 @@ func TestWebSocketsCountUntilClosed(t *testing.T) {
 		t.Errorf("with a place free: got %v, want 200", r)
 	}
 }
+
+// TestAdminConnectionFlood: 1,000 connections to the admin port that never
+// send a byte (a port scanner, a broken client, an attacker) cost the
+// proxy a goroutine for at most adminMaxConnections (256) of them, not one
+// each: the others wait in the kernel's accept queue, and a newcomer gets
+// in by closing one silent for adminFirstRequestGrace. Meanwhile /healthz
+// answers on a connection of its own, /metrics is read, and the proxy port
+// serves.
+func TestAdminConnectionFlood(t *testing.T) {
+	t.Parallel()
+	const (
+		flood = 1000
+		limit = 256 // adminMaxConnections
+		// spare is the proxy's own goroutines beside the admin port's
+		// connections: servers, watcher, ticker, the scrape's own.
+		spare = 64
+	)
+	raiseNoFile(t, flood+512)
+	e := setup(t, "10s", 10, connsConfig(100))
+	admin := strings.TrimPrefix(e.proxy.admin, "http://")
+	goroutines := func() float64 {
+		t.Helper()
+		var n float64
+		var err error
+		if !eventually(wait, func() bool {
+			var ms metrics
+			if ms, err = scrape(e.proxy.admin); err != nil {
+				return false
+			}
+			var ok bool
+			n, ok = ms.value("go_goroutines")
+			return ok
+		}) {
+			t.Fatalf("go_goroutines on /metrics: %v", err)
+		}
+		return n
+	}
+	before := goroutines()
+
+	silent := make([]*rawConn, 0, flood)
+	defer func() {
+		for _, c := range silent {
+			c.Close()
+		}
+	}()
+	start := time.Now()
+	for i := range flood {
+		c, err := dialRaw(admin)
+		if err != nil {
+			t.Fatalf("silent connection %d: %v", i, err)
+		}
+		silent = append(silent, c)
+	}
+	dialled := time.Since(start)
+	var status int
+	var err error
+	if !eventually(wait, func() bool {
+		c, derr := dialRaw(admin)
+		if derr != nil {
+			err = derr
+			return false
+		}
+		defer c.Close()
+		status, err = c.roundTrip("/healthz")
+		return err == nil && status == 200
+	}) {
+		t.Fatalf("/healthz with %d silent connections held: got %d, %v; want 200 within %v", flood, status, err, wait)
+	}
+	answered := time.Since(start)
+	during := goroutines()
+	t.Logf("%d silent connections dialled in %v; /healthz answered %v after the first; go_goroutines %v before, %v with them held",
+		flood, dialled.Round(time.Millisecond), answered.Round(time.Millisecond), before, during)
+	// A liveness probe (every 10 s, 1 s to answer) must not wait behind
+	// the flood: at the limit, each admission closes a connection silent
+	// for adminFirstRequestGrace (100 ms).
+	if answered > 5*time.Second {
+		t.Errorf("/healthz answered %v after the flood began, want within 5s", answered)
+	}
+	if during > before+limit+spare {
+		t.Errorf("go_goroutines with %d silent connections held: got %v, want at most %v (%v before, %d admitted at most, %d spare)",
+			flood, during, before+limit+spare, before, limit, spare)
+	}
+	if r := e.get("/"); r.status != 200 {
+		t.Errorf("the proxy port during the admin port's flood: got %v, want 200", r)
+	}
+}

@@ -36,6 +36,23 @@ const (
 	idleTimeout       = 2 * time.Minute
 )
 
+// The admin port's connection limit (docs/admin.md; not configurable). It
+// serves probes, scrapers, dashboards and operators, a few connections at
+// a time, and a flood of connections (silent ones held open, say) must
+// cost it goroutines and memory for no more than adminMaxConnections. At
+// the limit a newcomer gets in by closing a connection that has sent
+// nothing for adminFirstRequestGrace, or has been idle for a second
+// (connlimit, as maxConnections does on the proxy port); the rest wait in
+// the kernel's accept queue. The grace is short because the admin port's
+// clients send their request as soon as they connect, and a probe behind
+// a flood waits about flood / adminMaxConnections graces for its turn. A
+// connection that sends no complete header within readHeaderTimeout is
+// closed whatever the count.
+const (
+	adminMaxConnections    = 256
+	adminFirstRequestGrace = 100 * time.Millisecond
+)
+
 // serving is called once the proxy listens, with the bound addresses.
 type serving func(proxyAddr, adminAddr string)
 
@@ -188,6 +205,9 @@ type instance struct {
 	// without cluster:.
 	cluster *cluster.Client
 
+	// adminConns bounds the admin port's connections (adminMaxConnections).
+	adminConns *connlimit.Limiter
+
 	proxyLn, adminLn   net.Listener
 	proxySrv, adminSrv *http.Server
 	wg                 sync.WaitGroup // the servers, the watcher
@@ -218,6 +238,7 @@ func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
 	}
 	in.token.Store(&file.AdminToken)
 	in.conns = connlimit.New(connlimit.Options{Max: file.MaxConnections})
+	in.adminConns = connlimit.New(connlimit.Options{Max: adminMaxConnections, FirstRequestGrace: adminFirstRequestGrace})
 	registerConnections(in.reg, in.conns.Stats)
 	now := time.Now()
 	in.status = &reloadStatus{drain: file.DrainTimeout, raw: file.Raw,
@@ -226,7 +247,7 @@ func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
 }
 
 // listen opens the proxy port (under the connection limit, then TLS when
-// file asks for it) and the admin port.
+// file asks for it) and the admin port (under its own).
 func (in *instance) listen(ctx context.Context, file *config.File) error {
 	ln, err := net.Listen("tcp", file.Listen)
 	if err != nil {
@@ -242,10 +263,12 @@ func (in *instance) listen(ctx context.Context, file *config.File) error {
 		in.proxyLn = tls.NewListener(in.proxyLn, tlsConfig)
 		in.certReady = certReady
 	}
-	if in.adminLn, err = net.Listen("tcp", file.Admin); err != nil {
+	adminLn, err := net.Listen("tcp", file.Admin)
+	if err != nil {
 		in.proxyLn.Close()
 		return fmt.Errorf("admin listen: %w", err)
 	}
+	in.adminLn = in.adminConns.Listener(adminLn)
 	return nil
 }
 
@@ -278,6 +301,7 @@ func (in *instance) serve(file *config.File) {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		MaxHeaderBytes:    maxHeaderBytes,
+		ConnState:         in.adminConns.ConnState,
 		ErrorLog:          zap.NewStdLog(in.log.Named("admin")),
 	}
 	for _, s := range []struct {
