@@ -204,6 +204,28 @@ func TestAdminDashboardChromium(t *testing.T) {
 		}
 	})
 
+	// A point whose only setting is pressureTestDowngrade is closed, yet
+	// not "always closed": its pressure-test traffic is degraded.
+	t.Run("pressure test only", func(t *testing.T) {
+		f := newAdminFixture(t,
+			adminPoint{name: "orders.pressure", path: "/pressure", settings: func(s *limiter.Settings) { s.PressureTestDowngrade = true }},
+			adminPoint{name: "orders.pressure-shadow", path: "/pressure-shadow", settings: func(s *limiter.Settings) {
+				s.PressureTestDowngrade, s.Shadow = true, true
+			}},
+			adminPoint{name: "orders.plain", path: "/plain"},
+		)
+		dom := dumpDOM(t, f.srv.URL+"/")
+		for _, tc := range []struct{ name, want string }{
+			{"orders.pressure", `<div class="nostrat muted">only pressureTestDowngrade: pressure-test traffic is degraded, other requests pass</div>`},
+			{"orders.pressure-shadow", `<div class="nostrat muted">only pressureTestDowngrade: pressure-test traffic would be degraded (nothing degraded), other requests pass</div>`},
+			{"orders.plain", `<div class="nostrat muted">no strategy enabled: always closed</div>`},
+		} {
+			if card := cardHTML(t, dom, tc.name); !strings.Contains(card, tc.want) {
+				t.Errorf("card %q: got\n%s\nwant it to contain %q", tc.name, card, tc.want)
+			}
+		}
+	})
+
 	t.Run("no points", func(t *testing.T) {
 		f := newAdminFixture(t)
 		dom := dumpDOM(t, f.srv.URL+"/")
