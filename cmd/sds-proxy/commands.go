@@ -54,7 +54,7 @@ func commands() []command {
 		{"demo", "[-config FILE] [-listen ADDR] [-admin ADDR] [-upstream-listen ADDR]",
 			"run the proxy on the built-in example in front of a demo service",
 			demo},
-		{"inject", "-image IMAGE [-configmap NAME] [-upstream-port N] [-service-target] [-legacy-sidecar] < in.yaml > out.yaml",
+		{"inject", "-image IMAGE [-configmap NAME] [-upstream-port N] [-service-target] [-legacy-sidecar] [-proxy-port 8080] [-admin-port 9901] < in.yaml > out.yaml",
 			"add the sds-proxy sidecar to the Kubernetes workloads read on stdin",
 			func(_ context.Context, args []string, stdout, stderr io.Writer) error {
 				return inject(args, os.Stdin, stdout, stderr)

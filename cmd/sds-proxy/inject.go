@@ -27,7 +27,9 @@ func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.ConfigMap, "configmap", "sds-proxy", "the ConfigMap holding sds.yaml, mounted as a directory at /etc/sds")
 	fs.IntVar(&o.UpstreamPort, "upstream-port", 0, "the app's port, the upstream in sds.yaml (needed by -service-target)")
 	fs.BoolVar(&o.Legacy, "legacy-sidecar", false, "add an ordinary container instead of a native sidecar (Kubernetes < 1.29)")
-	fs.BoolVar(&o.ServiceTarget, "service-target", false, "repoint the targetPort of the Services that select an injected pod from -upstream-port to the proxy port 8080")
+	fs.BoolVar(&o.ServiceTarget, "service-target", false, "repoint the targetPort of the Services that select an injected pod from -upstream-port to the proxy port (-proxy-port)")
+	fs.IntVar(&o.ProxyPort, "proxy-port", defaultProxyPort, "the sidecar's proxy port, when the app already uses the default (passed as -listen 0.0.0.0:N)")
+	fs.IntVar(&o.AdminPort, "admin-port", defaultAdminPort, "the sidecar's admin port, for its probes, metrics and /status (passed as -admin 0.0.0.0:N)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -35,7 +37,7 @@ func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return usageErrorf("inject: unexpected arguments %q (the YAML comes on stdin)", fs.Args())
 	}
 	if err := o.check(); err != nil {
-		return usageErrorf("inject: %v", err)
+		return usageErrorf("inject: %s", strings.ReplaceAll(err.Error(), "\n", "\nsds-proxy: inject: "))
 	}
 	in, err := io.ReadAll(io.LimitReader(stdin, maxInjectInput+1))
 	if err != nil {
@@ -61,46 +63,71 @@ func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 const maxInjectInput = 32 << 20
 
 // injectOptions are inject's flags. The zero value is not usable: Image is
-// required (check).
+// required, and the ports must be set (check).
 type injectOptions struct {
 	Image         string // the sidecar's image
 	ConfigMap     string // the ConfigMap mounted at /etc/sds
 	UpstreamPort  int    // the app's port; 0 when not given
 	Legacy        bool   // an ordinary container rather than a native sidecar
-	ServiceTarget bool   // repoint Services from UpstreamPort to proxyPort
+	ServiceTarget bool   // repoint Services from UpstreamPort to ProxyPort
+	// ProxyPort and AdminPort are the sidecar's ports, 1 to 65535 and
+	// distinct. At their defaults (defaultProxyPort, defaultAdminPort) the
+	// sidecar takes them from sds.yaml, which must keep its default listen
+	// and admin; a port moved off its default is passed as -listen or
+	// -admin 0.0.0.0:N, which override the file.
+	ProxyPort, AdminPort int
 }
 
 // check returns what is wrong with the flags, for the user to fix on the
-// command line.
+// command line: every problem, one a line.
 func (o injectOptions) check() error {
-	switch {
-	case o.Image == "":
-		return errors.New("-image is required, such as -image registry.example/sds-proxy:1.0")
-	case o.ConfigMap == "":
-		return errors.New("-configmap must name the ConfigMap that holds sds.yaml")
-	case o.UpstreamPort < 0 || o.UpstreamPort > 65535:
-		return fmt.Errorf("-upstream-port %d: want a port from 1 to 65535", o.UpstreamPort)
-	case o.UpstreamPort == proxyPort || o.UpstreamPort == adminPort:
-		return fmt.Errorf("-upstream-port %d is the sidecar's own port; the app must listen on another", o.UpstreamPort)
-	case o.ServiceTarget && o.UpstreamPort == 0:
-		return errors.New("-service-target needs -upstream-port, the app's port that Services target today")
+	var errs []error
+	if o.Image == "" {
+		errs = append(errs, errors.New("-image is required, such as -image registry.example/sds-proxy:1.0"))
 	}
-	return nil
+	if o.ConfigMap == "" {
+		errs = append(errs, errors.New("-configmap must name the ConfigMap that holds sds.yaml"))
+	}
+	ports := []struct {
+		flag string
+		n    int
+	}{{"-proxy-port", o.ProxyPort}, {"-admin-port", o.AdminPort}, {"-upstream-port", o.UpstreamPort}}
+	for _, p := range ports {
+		if p.n < 0 || p.n > 65535 || p.n == 0 && p.flag != "-upstream-port" {
+			errs = append(errs, fmt.Errorf("%s %d: want a port from 1 to 65535", p.flag, p.n))
+		}
+	}
+	switch {
+	case o.ProxyPort == o.AdminPort:
+		errs = append(errs, fmt.Errorf("-proxy-port and -admin-port are both %d: the sidecar needs two ports", o.ProxyPort))
+	case o.UpstreamPort != 0 && (o.UpstreamPort == o.ProxyPort || o.UpstreamPort == o.AdminPort):
+		which := "-proxy-port"
+		if o.UpstreamPort == o.AdminPort {
+			which = "-admin-port"
+		}
+		errs = append(errs, fmt.Errorf("-upstream-port %d is the sidecar's %s too; the app and the sidecar share the pod's ports: move the sidecar's with %s N", o.UpstreamPort, which, which))
+	}
+	if o.ServiceTarget && o.UpstreamPort == 0 {
+		errs = append(errs, errors.New("-service-target needs -upstream-port, the app's port that Services target today"))
+	}
+	return errors.Join(errs...)
 }
 
-// The sidecar's names and ports. The ports are sds.yaml's defaults for
-// listen and admin; the ConfigMap's sds.yaml must keep them.
+// The sidecar's names, and its default ports: sds.yaml's defaults for
+// listen and admin (config.DefaultListen, config.DefaultAdmin).
 const (
-	sidecarName  = "sds-proxy"
-	configVolume = "sds-config"
-	tmpVolume    = "sds-tmp"
-	proxyPort    = 8080
-	adminPort    = 9901
+	sidecarName      = "sds-proxy"
+	configVolume     = "sds-config"
+	tmpVolume        = "sds-tmp"
+	defaultProxyPort = 8080
+	defaultAdminPort = 9901
 )
 
 // sidecarTemplate is the sidecar container, the same as the one that
 // deploy/components/sidecar adds (deploy/check compares them): IMAGE
-// becomes -image, and -legacy-sidecar drops restartPolicy.
+// becomes -image, -legacy-sidecar drops restartPolicy, and -proxy-port
+// and -admin-port change the ports and add -listen and -admin to args.
+// The probes name the admin port, so they follow it.
 const sidecarTemplate = `name: sds-proxy
 image: IMAGE
 restartPolicy: Always
@@ -145,9 +172,9 @@ volumeMounts:
 // sidecarPortNames are the names of the sidecar's ports, unique in a pod.
 var sidecarPortNames = []string{"proxy", "admin"}
 
-// sidecar returns the sidecar container with the options' image; a native
-// sidecar (restartPolicy: Always, for initContainers) unless o.Legacy.
-// Each call returns new nodes.
+// sidecar returns the sidecar container with the options' image and
+// ports; a native sidecar (restartPolicy: Always, for initContainers)
+// unless o.Legacy. Each call returns new nodes.
 func sidecar(o injectOptions) *yaml.Node {
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(sidecarTemplate), &doc); err != nil {
@@ -156,10 +183,44 @@ func sidecar(o injectOptions) *yaml.Node {
 	c := doc.Content[0]
 	img := mapGet(c, "image")
 	img.Value, img.Style, img.Tag = o.Image, 0, "!!str"
+	args := mapGet(c, "args")
+	for _, p := range []struct {
+		name, flag  string
+		n, standard int
+	}{{"proxy", "-listen", o.ProxyPort, defaultProxyPort}, {"admin", "-admin", o.AdminPort, defaultAdminPort}} {
+		if p.n == p.standard {
+			continue
+		}
+		for _, a := range []string{p.flag, "0.0.0.0:" + strconv.Itoa(p.n)} {
+			n := str(a)
+			n.Style = yaml.DoubleQuotedStyle // as the template's args
+			args.Content = append(args.Content, n)
+		}
+		for _, port := range seq(mapGet(c, "ports")) {
+			if scalar(mapGet(port, "name")) == p.name {
+				mapGet(port, "containerPort").Value = strconv.Itoa(p.n)
+			}
+		}
+	}
 	if o.Legacy {
 		c.Content = append(c.Content[:4], c.Content[6:]...) // restartPolicy: Always
 	}
 	return c
+}
+
+// sidecarPorts returns the containerPorts of a sidecar container's ports
+// named proxy and admin; 0 for one it lacks.
+func sidecarPorts(c *yaml.Node) (proxy, admin int) {
+	for _, port := range seq(mapGet(c, "ports")) {
+		n, _ := strconv.Atoi(scalar(mapGet(port, "containerPort")))
+		switch scalar(mapGet(port, "name")) {
+		case sidecarPortNames[0]:
+			proxy = n
+		case sidecarPortNames[1]:
+			admin = n
+		}
+	}
+	return proxy, admin
 }
 
 // sidecarVolume returns the pod volume the sidecar mounts as name.
@@ -210,7 +271,7 @@ func injectYAML(in []byte, o injectOptions) (out []byte, warnings []string, err 
 	if o.ServiceTarget {
 		for i, n := range parsed {
 			for _, obj := range objects(n) {
-				ch, w := retargetService(obj, fmt.Sprintf("document %d", i+1), pods, o.UpstreamPort)
+				ch, w := retargetService(obj, fmt.Sprintf("document %d", i+1), pods, o.UpstreamPort, o.ProxyPort)
 				changed[i] = changed[i] || ch
 				warnings = append(warnings, w...)
 			}
@@ -399,7 +460,7 @@ func injectObject(obj *yaml.Node, where string, o injectOptions) ([]podTemplate,
 // a pod spec, each only if absent, and reports whether it changed spec. It
 // changes nothing when it returns an error.
 func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
-	if err := checkPodShape(spec); err != nil {
+	if err := checkPodShape(spec, o); err != nil {
 		return false, err
 	}
 	existing, want, err := findSidecar(spec, o)
@@ -444,9 +505,9 @@ func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
 // checkPodShape refuses a pod spec the sidecar cannot join: one on the
 // node's network, one whose lists are of the wrong type, one with no
 // containers.
-func checkPodShape(spec *yaml.Node) error {
+func checkPodShape(spec *yaml.Node, o injectOptions) error {
 	if scalar(mapGet(spec, "hostNetwork")) == "true" {
-		return fmt.Errorf("hostNetwork pods share the node's ports: the sidecar's %d and %d would collide across pods; inject only pods with their own network", proxyPort, adminPort)
+		return fmt.Errorf("hostNetwork pods share the node's ports: the sidecar's %d and %d would collide across pods; inject only pods with their own network", o.ProxyPort, o.AdminPort)
 	}
 	for _, f := range []struct {
 		name, what string
@@ -469,8 +530,8 @@ func checkPodShape(spec *yaml.Node) error {
 
 // findSidecar returns the pod's sds-proxy container (nil when it has none)
 // and the list it belongs in, refusing a pod whose sidecar is in the other
-// list or has another image, and one whose containers use the sidecar's
-// ports or port names.
+// list or has another image or other ports, and one whose containers use
+// the sidecar's ports (o.ProxyPort, o.AdminPort) or port names.
 func findSidecar(spec *yaml.Node, o injectOptions) (existing *yaml.Node, want string, err error) {
 	want, other := "initContainers", "containers"
 	if o.Legacy {
@@ -486,8 +547,8 @@ func findSidecar(spec *yaml.Node, o injectOptions) (existing *yaml.Node, want st
 				continue
 			}
 			for _, port := range seq(mapGet(c, "ports")) {
-				if n := scalar(mapGet(port, "containerPort")); n == strconv.Itoa(proxyPort) || n == strconv.Itoa(adminPort) {
-					return nil, "", fmt.Errorf("container %s already uses port %s, one of the sidecar's (%d, %d)", scalar(mapGet(c, "name")), n, proxyPort, adminPort)
+				if n := scalar(mapGet(port, "containerPort")); n == strconv.Itoa(o.ProxyPort) || n == strconv.Itoa(o.AdminPort) {
+					return nil, "", fmt.Errorf("container %s already uses port %s, one of the sidecar's (%d, %d): move the sidecar's with -proxy-port N or -admin-port N", scalar(mapGet(c, "name")), n, o.ProxyPort, o.AdminPort)
 				}
 				if n := scalar(mapGet(port, "name")); slices.Contains(sidecarPortNames, n) {
 					return nil, "", fmt.Errorf("container %s already names a port %q, as the sidecar does: port names are unique in a pod; rename it", scalar(mapGet(c, "name")), n)
@@ -498,6 +559,9 @@ func findSidecar(spec *yaml.Node, o injectOptions) (existing *yaml.Node, want st
 	if existing != nil {
 		if img := scalar(mapGet(existing, "image")); img != o.Image {
 			return nil, "", fmt.Errorf("it already has a container %s with image %q, not %q (remove it to inject anew)", sidecarName, img, o.Image)
+		}
+		if proxy, admin := sidecarPorts(existing); proxy != o.ProxyPort || admin != o.AdminPort {
+			return nil, "", fmt.Errorf("it already has a container %s on ports %d and %d, not %d and %d (remove it to inject anew)", sidecarName, proxy, admin, o.ProxyPort, o.AdminPort)
 		}
 	}
 	return existing, want, nil
@@ -528,9 +592,9 @@ func sidecarKind(legacy bool) string {
 }
 
 // retargetService points the ports of a Service that selects one of pods
-// at the proxy, where they target port (by number, by the name of a
+// at proxyPort, where they target port (by number, by the name of a
 // container port with that number, or by default through port itself).
-func retargetService(obj *yaml.Node, where string, pods []podTemplate, port int) (changed bool, warnings []string) {
+func retargetService(obj *yaml.Node, where string, pods []podTemplate, port, proxyPort int) (changed bool, warnings []string) {
 	if kind(obj) != "Service" {
 		return false, nil
 	}

@@ -19,6 +19,8 @@ var injectTestOptions = injectOptions{
 	ConfigMap:     "sds-proxy",
 	UpstreamPort:  9000,
 	ServiceTarget: true,
+	ProxyPort:     defaultProxyPort,
+	AdminPort:     defaultAdminPort,
 }
 
 // TestInjectGolden injects each NAME.in.yaml under testdata/inject and
@@ -29,12 +31,15 @@ func TestInjectGolden(t *testing.T) {
 	t.Parallel()
 	legacy := injectTestOptions
 	legacy.Legacy = true
+	moved := injectTestOptions
+	moved.ProxyPort, moved.AdminPort = 8081, 9902
 	tests := []struct {
 		in, out string
 		o       injectOptions
 	}{
 		{"deployment.in.yaml", "deployment.out.yaml", injectTestOptions},
 		{"deployment.in.yaml", "deployment.legacy.out.yaml", legacy},
+		{"deployment.in.yaml", "deployment.ports.out.yaml", moved},
 		{"list.in.yaml", "list.out.yaml", injectTestOptions},
 		{"statefulset.in.yaml", "statefulset.out.yaml", injectTestOptions},
 		{"daemonset.in.yaml", "daemonset.out.yaml", injectTestOptions},
@@ -135,7 +140,19 @@ func TestInjectRefusals(t *testing.T) {
 		{
 			name: "port taken",
 			in:   deployment + "      containers:\n        - name: app\n          image: app\n          ports: [{containerPort: 8080}]\n",
-			want: []string{"document 1 (Deployment web): container app already uses port 8080, one of the sidecar's (8080, 9901)"},
+			want: []string{"document 1 (Deployment web): container app already uses port 8080, one of the sidecar's (8080, 9901): move the sidecar's with -proxy-port N or -admin-port N"},
+		},
+		{
+			name: "moved port taken",
+			in:   deployment + "      containers:\n        - name: app\n          image: app\n          ports: [{containerPort: 9902}]\n",
+			o:    injectOptions{ProxyPort: 8081, AdminPort: 9902},
+			want: []string{"document 1 (Deployment web): container app already uses port 9902, one of the sidecar's (8081, 9902): move the sidecar's with -proxy-port N or -admin-port N"},
+		},
+		{
+			name: "sidecar already there on other ports",
+			in:   deployment + "      initContainers:\n        - name: sds-proxy\n          image: registry.example/sds-proxy:1.0\n          restartPolicy: Always\n          ports: [{name: proxy, containerPort: 8080}, {name: admin, containerPort: 9901}]\n      containers: [{name: app, image: app}]\n",
+			o:    injectOptions{ProxyPort: 8081, AdminPort: 9902},
+			want: []string{"document 1 (Deployment web): it already has a container sds-proxy on ports 8080 and 9901, not 8081 and 9902 (remove it to inject anew)"},
 		},
 		{
 			name: "port name taken",
@@ -182,6 +199,9 @@ func TestInjectRefusals(t *testing.T) {
 			t.Parallel()
 			o := injectTestOptions
 			o.Legacy = tt.o.Legacy
+			if tt.o.ProxyPort != 0 {
+				o.ProxyPort, o.AdminPort = tt.o.ProxyPort, tt.o.AdminPort
+			}
 			out, _, err := injectYAML([]byte(tt.in), o)
 			if err == nil {
 				t.Fatalf("inject succeeded with:\n%s\nwant the refusal %q", out, tt.want)
@@ -247,7 +267,15 @@ func TestInjectCommand(t *testing.T) {
 	}{
 		{name: "no image", args: nil, wantErr: "inject: -image is required, such as -image registry.example/sds-proxy:1.0", usage: true},
 		{name: "service target without port", args: []string{"-image", "i", "-service-target"}, wantErr: "inject: -service-target needs -upstream-port, the app's port that Services target today", usage: true},
-		{name: "upstream is the proxy", args: []string{"-image", "i", "-upstream-port", "8080"}, wantErr: "inject: -upstream-port 8080 is the sidecar's own port; the app must listen on another", usage: true},
+		{name: "upstream is the proxy", args: []string{"-image", "i", "-upstream-port", "8080"}, wantErr: "inject: -upstream-port 8080 is the sidecar's -proxy-port too; the app and the sidecar share the pod's ports: move the sidecar's with -proxy-port N", usage: true},
+		{name: "upstream is the admin port", args: []string{"-image", "i", "-upstream-port", "9902", "-admin-port", "9902"}, wantErr: "inject: -upstream-port 9902 is the sidecar's -admin-port too; the app and the sidecar share the pod's ports: move the sidecar's with -admin-port N", usage: true},
+		{name: "proxy port 0", args: []string{"-image", "i", "-proxy-port", "0"}, wantErr: "inject: -proxy-port 0: want a port from 1 to 65535", usage: true},
+		{name: "admin port 65536", args: []string{"-image", "i", "-admin-port", "65536"}, wantErr: "inject: -admin-port 65536: want a port from 1 to 65535", usage: true},
+		{name: "ports the same", args: []string{"-image", "i", "-proxy-port", "9901"}, wantErr: "inject: -proxy-port and -admin-port are both 9901: the sidecar needs two ports", usage: true},
+		{name: "every problem", args: []string{"-proxy-port", "-1", "-service-target"},
+			wantErr: "inject: -image is required, such as -image registry.example/sds-proxy:1.0\nsds-proxy: inject: -proxy-port -1: want a port from 1 to 65535\nsds-proxy: inject: -service-target needs -upstream-port, the app's port that Services target today", usage: true},
+		{name: "app on 8080, sidecar moved", args: []string{"-image", "i", "-proxy-port", "8081", "-admin-port", "9902", "-upstream-port", "8080"},
+			in: "kind: Pod\nspec: {containers: [{name: app, ports: [{containerPort: 8080}], lifecycle: {preStop: {sleep: {seconds: 5}}}}]}\n"},
 		{name: "arguments", args: []string{"-image", "i", "in.yaml"}, wantErr: `inject: unexpected arguments ["in.yaml"] (the YAML comes on stdin)`, usage: true},
 		{name: "refused", args: []string{"-image", "i"}, in: pod, wantErr: errInvalid.Error(),
 			wantStderr: "sds-proxy inject: document 1 (Pod p): hostNetwork pods share the node's ports: the sidecar's 8080 and 9901 would collide across pods; inject only pods with their own network\n"},

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -46,9 +47,15 @@ points:
 // stderr and its exit code.
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCLIInput(t, nil, args...)
+}
+
+// runCLIInput is runCLI with stdin (nil: none).
+func runCLIInput(t *testing.T, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd := command("sds-proxy", args...)
-	cmd.Stdout, cmd.Stderr = &out, &errOut
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -193,40 +193,104 @@ func checkNoBypass(t *testing.T, name string, objs []object, meta *metav1.Object
 
 // TestInjectMatchesComponent: inject and the kustomize component add the
 // same sidecar container and volumes to the same Deployment, for the same
-// image: there is one sidecar, whichever way a user adds it.
+// image, and point its Service at the same port: there is one sidecar,
+// whichever way a user adds it. With the sidecar's ports moved (the
+// component with the patches docs/kubernetes.md shows, inject with
+// -proxy-port and -admin-port), both pods pass checkProxiedPod: the
+// ports, the -listen and -admin args, the probes and the Service agree.
 func TestInjectMatchesComponent(t *testing.T) {
 	t.Parallel()
-	rendered, err := render("testdata/component")
+	bin := buildSDSProxy(t)
+	for _, tc := range []struct {
+		dir  string // a kustomization with the component; its deployment.yaml is injected
+		args []string
+	}{
+		{"testdata/component", nil},
+		{"testdata/component-ports", []string{"-proxy-port", "8081", "-admin-port", "9902", "-upstream-port", "8080", "-service-target"}},
+	} {
+		t.Run(tc.dir, func(t *testing.T) {
+			t.Parallel()
+			rendered, err := render(tc.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromComponent, err := decodeStrict("component", rendered)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := os.ReadFile(filepath.Join(tc.dir, "deployment.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"inject", "-image", "registry.example/sds-proxy:latest", "-configmap", "sds-proxy"}, tc.args...)
+			fromInject, err := decodeStrict("inject", runInject(t, bin, src, args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := podSpecOf(t, fromComponent, "web")
+			got := podSpecOf(t, fromInject, "web")
+			wantC, gotC := findContainer(want, sidecarName), findContainer(got, sidecarName)
+			if wantC == nil || gotC == nil {
+				t.Fatalf("sidecar from the component %v, from inject %v; want both", wantC != nil, gotC != nil)
+			}
+			if !equality.Semantic.DeepEqual(gotC, wantC) {
+				t.Errorf("inject's container differs from the component's:\ninject:\n%s\ncomponent:\n%s", asYAML(gotC), asYAML(wantC))
+			}
+			for _, m := range wantC.VolumeMounts {
+				gv, wv := findVolume(got, m.Name), findVolume(want, m.Name)
+				if gv == nil || wv == nil || !equality.Semantic.DeepEqual(gv, wv) {
+					t.Errorf("volume %s differs:\ninject:\n%s\ncomponent:\n%s", m.Name, asYAML(gv), asYAML(wv))
+				}
+			}
+			if gs, ws := findService(fromInject, "web"), findService(fromComponent, "web"); !equality.Semantic.DeepEqual(gs, ws) {
+				t.Errorf("Service web differs:\ninject:\n%s\ncomponent:\n%s", asYAML(gs), asYAML(ws))
+			}
+			var cm []object // the render's ConfigMap, which inject leaves to the user
+			for _, o := range fromComponent {
+				if o.Kind == "ConfigMap" {
+					cm = append(cm, o)
+				}
+			}
+			for name, objs := range map[string][]object{"component": fromComponent, "inject": append(fromInject, cm...)} {
+				for _, o := range objs {
+					if meta, spec, ok := podTemplate(o); ok && o.Name == "web" {
+						checkProxiedPod(t, name+" "+o.Kind+"/"+o.Name, objs, meta, spec, true, false)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestComponentPortsDocumented: the patches that move the component's
+// sidecar ports in docs/kubernetes.md are those of
+// testdata/component-ports, which TestInjectMatchesComponent renders.
+func TestComponentPortsDocumented(t *testing.T) {
+	t.Parallel()
+	fixture, err := os.ReadFile("testdata/component-ports/kustomization.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromComponent, err := decodeStrict("component", rendered)
+	_, block, ok := strings.Cut(string(fixture), "  # The sidecar's ports: 8081 and 9902.\n")
+	if !ok {
+		t.Fatal("testdata/component-ports/kustomization.yaml: no line \"  # The sidecar's ports: 8081 and 9902.\"")
+	}
+	doc, err := os.ReadFile("../../docs/kubernetes.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := os.ReadFile("testdata/component/deployment.yaml")
-	if err != nil {
-		t.Fatal(err)
+	if !strings.Contains(string(doc), "patches:\n"+block) {
+		t.Errorf("docs/kubernetes.md lacks the patches of testdata/component-ports:\npatches:\n%s", block)
 	}
-	fromInject, err := decodeStrict("inject", runInject(t, buildSDSProxy(t), src, "inject", "-image", "registry.example/sds-proxy:latest", "-configmap", "sds-proxy"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := podSpecOf(t, fromComponent, "web")
-	got := podSpecOf(t, fromInject, "web")
-	wantC, gotC := findContainer(want, sidecarName), findContainer(got, sidecarName)
-	if wantC == nil || gotC == nil {
-		t.Fatalf("sidecar from the component %v, from inject %v; want both", wantC != nil, gotC != nil)
-	}
-	if !equality.Semantic.DeepEqual(gotC, wantC) {
-		t.Errorf("inject's container differs from the component's:\ninject:\n%s\ncomponent:\n%s", asYAML(gotC), asYAML(wantC))
-	}
-	for _, m := range wantC.VolumeMounts {
-		gv, wv := findVolume(got, m.Name), findVolume(want, m.Name)
-		if gv == nil || wv == nil || !equality.Semantic.DeepEqual(gv, wv) {
-			t.Errorf("volume %s differs:\ninject:\n%s\ncomponent:\n%s", m.Name, asYAML(gv), asYAML(wv))
+}
+
+func findService(objs []object, name string) *corev1.Service {
+	for _, o := range objs {
+		if svc, ok := o.Obj.(*corev1.Service); ok && svc.Name == name {
+			return svc
 		}
 	}
+	return nil
 }
 
 func podSpecOf(t *testing.T, objs []object, name string) *corev1.PodSpec {

@@ -266,6 +266,13 @@ func checkProxiedPod(t *testing.T, name string, objs []object, meta *metav1.Obje
 	if err := yaml.Unmarshal([]byte(cm.Data[filepath.Base(cfgPath)]), &cfg); err != nil {
 		t.Fatalf("%s: ConfigMap %s: %v", name, cm.Name, err)
 	}
+	// The command line overrides the file, as in sds-proxy run.
+	if a := flagArg(proxy.Args, "listen"); a != "" {
+		cfg.Listen = a
+	}
+	if a := flagArg(proxy.Args, "admin"); a != "" {
+		cfg.Admin = a
+	}
 	listen, admin := port(t, cfg.Listen, 8080), port(t, cfg.Admin, 9901)
 	// The kubelet probes from the node to the pod's IP (on a real kubelet,
 	// deploy/cluster: GET http://10.88.0.x:9901/readyz), and Services send
@@ -407,12 +414,20 @@ func effectiveGroup(spec *corev1.PodSpec, c *corev1.Container) *int64 {
 }
 
 // configArg returns the value of -config in args.
-func configArg(args []string) string {
+func configArg(args []string) string { return flagArg(args, "config") }
+
+// flagArg returns the value of the flag -name (or --name) in args, as
+// -name V or -name=V; "" when args do not give it.
+func flagArg(args []string, name string) string {
 	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, "-config="); ok {
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
 			return v
 		}
-		if a == "-config" && i+1 < len(args) {
+		if a == name && i+1 < len(args) {
 			return args[i+1]
 		}
 	}
