@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"net/http/httptrace"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +79,12 @@ type call struct {
 	// cut: the point's UpstreamTimeout cut the call. Atomic: the alarms'
 	// sweeper sets it.
 	cut atomic.Bool
+	// counted: the request is counted in sds_requests_total (count).
+	// Atomic: the transport's trace sets it from its own goroutine.
+	counted atomic.Bool
+	// trace tells the call when the upstream is sent its headers
+	// (wroteHeaders); set by forward on a request let through.
+	trace httptrace.ClientTrace
 }
 
 type callKey struct{}
@@ -133,6 +140,33 @@ func (c *call) reason() reason {
 		return reason{forced: true}
 	}
 	return verdictReason(c.verdict)
+}
+
+// wroteHeaders is the call's httptrace hook: the transport has written
+// the request's headers to an upstream connection, so the upstream has
+// seen the request, which now counts as proxied. A transport that writes
+// the request twice (a retry on a dead keep-alive connection) counts it
+// once.
+func (c *call) wroteHeaders() {
+	if !c.counted.Swap(true) {
+		c.series.Proxied.Inc()
+	}
+}
+
+// count counts a request let through on c's point that the upstream was
+// never sent, once its call is over: canceled when its client went away
+// first (it reached the proxy, never the upstream), proxied otherwise (the
+// proxy tried, and the transport failed: refused, unreachable). A request
+// the upstream was sent is already counted (wroteHeaders).
+func (c *call) count() {
+	if c.counted.Swap(true) {
+		return
+	}
+	if c.failure == failClientGone || c.clientGone() {
+		c.series.Canceled.Inc()
+		return
+	}
+	c.series.Proxied.Inc()
 }
 
 // end ends c's upstream call at now, once: its clock stops, the outcome

@@ -5,6 +5,7 @@ import (
 	"iter"
 	stdlog "log"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"strings"
 	"sync"
@@ -155,6 +156,11 @@ func (h *Handler) Snapshots(now time.Time) iter.Seq[limiter.Snapshot] {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	closeIfChunked(w, r)
+	if r.Method == http.MethodConnect {
+		h.opts.Metrics.RejectedMethod.Inc()
+		refuseConnect(w)
+		return
+	}
 	s := h.current.Load()
 	path, rewritten, err := route.RequestPath(r)
 	if err != nil {
@@ -195,7 +201,6 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 		}
 		p.lim.Admit(&c.lim, now)
 		c.verdict.Allowed = true
-		c.series.Proxied.Inc()
 		return
 	}
 	req := limiter.Request{Priority: priority, Gate: p.shared}
@@ -210,27 +215,40 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 		w.Header().Set("Sds-Shadow-Degraded", p.fallback.answer(verdictReason(c.verdict)).degraded)
 		c.series.ShadowDegraded.Inc()
 		c.series.ShadowStrategy(c.verdict.Strategy).Inc()
-	default:
-		c.series.Proxied.Inc()
+		c.counted.Store(true)
 	}
+	// A request let through is counted proxied when the upstream is
+	// sent its headers, or canceled at its exit (call.count).
 }
 
 // forward calls the upstream through the ReverseProxy, whose transport
 // (meter.go) measures and classifies the call. ReverseProxy aborts a
 // response whose body fails mid-copy by panicking with
 // http.ErrAbortHandler; then c.copied stays false.
+//
+// The client's body is wrapped on the shallow copy that goes to the
+// ReverseProxy, never on r: the server recognises its own body by type
+// (an Expect: 100-continue body that sends 100 on its first read; a body
+// it may drain before the answer), and a wrapper on its request would
+// make it send 100 and read up to 256 KiB of a body that the upstream
+// refused before answering.
 func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	ctx := withCall(r, c)
+	if p := c.point; p != nil && p.upstreamTimeout > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		c.cancel = cancel
+	}
+	if c.point != nil && !c.counted.Load() {
+		c.trace.WroteHeaders = c.wroteHeaders
+		ctx = httptrace.WithClientTrace(ctx, &c.trace)
+	}
+	out := r.WithContext(ctx)
 	if p := c.point; p != nil {
-		if p.upstreamTimeout > 0 {
-			var cancel context.CancelCauseFunc
-			ctx, cancel = context.WithCancelCause(ctx)
-			defer cancel(nil)
-			c.cancel = cancel
-		}
-		if r.Body != nil && r.Body != http.NoBody {
-			c.reqBody = clientBody{ReadCloser: r.Body, c: c}
-			r.Body = &c.reqBody
+		if out.Body != nil && out.Body != http.NoBody {
+			c.reqBody = clientBody{ReadCloser: out.Body, c: c}
+			out.Body = &c.reqBody
 		}
 		c.header = r.Header
 		c.startClock(p.lim.TimeoutThreshold(), p.upstreamTimeout)
@@ -239,7 +257,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 	if c.snap.AccessLog && h.opts.AccessLog != nil && c.point != nil {
 		rw = &statusWriter{ResponseWriter: w, c: c}
 	}
-	h.rp.ServeHTTP(rw, r.WithContext(ctx))
+	h.rp.ServeHTTP(rw, out)
 	c.copied = true
 }
 
@@ -254,6 +272,7 @@ func (h *Handler) exit(r *http.Request, c *call) {
 		if c.grpc != nil && c.copied && grpcFailed(c.grpc.Trailer) && c.lim.FailAfterExit(h.now()) {
 			c.series.StatusErrors.Inc()
 		}
+		c.count()
 	}
 	h.access(r, c, took)
 }
@@ -351,6 +370,21 @@ func closeIfChunked(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
 		w.Header().Set("Connection", "close")
 	}
+}
+
+// allowedMethods is the Allow header of the answer to CONNECT: the
+// methods the proxy forwards, which are all but CONNECT.
+const allowedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE"
+
+// refuseConnect answers a CONNECT request 405. A reverse proxy has no
+// tunnel to offer: forwarded, CONNECT would reach the upstream as a
+// request for "/" (net/http's server keeps only the authority of its
+// target), so it never reaches a point or the upstream. HTTP/2's
+// extended CONNECT (RFC 8441) is off in net/http's server, so every
+// CONNECT that arrives here asks for a tunnel.
+func refuseConnect(w http.ResponseWriter) {
+	w.Header().Set("Allow", allowedMethods)
+	http.Error(w, "405 Method Not Allowed: a reverse proxy opens no tunnels (CONNECT)", http.StatusMethodNotAllowed)
 }
 
 func isTrue(s string) bool { return s == "1" || strings.EqualFold(s, "true") }

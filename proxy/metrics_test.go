@@ -1,8 +1,12 @@
 package proxy_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,21 +48,26 @@ func TestUnroutedAndRejected(t *testing.T) {
 		Routes: []proxy.Route{{Point: p, Rule: route.Rule{Host: "shop.example"}}}}
 	h, reg := rpHandler(t, cfg, proxy.Options{Transport: transport})
 	for _, step := range []struct {
-		target                   string
-		wantStatus, wantUpstream int
-		wantUnrouted, wantPath   float64
-		wantOnPoint              float64 // sds_requests_total{point=p,result=proxied}
+		method, target                     string
+		wantStatus, wantUpstream           int
+		wantUnrouted, wantPath, wantMethod float64
+		wantOnPoint                        float64 // sds_requests_total{point=p,result=proxied}
 	}{
-		{"http://other.example/x", http.StatusOK, 1, 1, 0, 0},
-		{"http://shop.example/x", http.StatusOK, 2, 1, 0, 1},
-		{"http://other.example/a%2Fb", http.StatusBadRequest, 2, 1, 1, 1},
-		{"http://shop.example/a%5Cb", http.StatusBadRequest, 2, 1, 2, 1},
-		{"http://other.example/y", http.StatusOK, 3, 2, 2, 1},
+		{"GET", "http://other.example/x", http.StatusOK, 1, 1, 0, 0, 0},
+		{"GET", "http://shop.example/x", http.StatusOK, 2, 1, 0, 0, 1},
+		{"GET", "http://other.example/a%2Fb", http.StatusBadRequest, 2, 1, 1, 0, 1},
+		{"GET", "http://shop.example/a%5Cb", http.StatusBadRequest, 2, 1, 2, 0, 1},
+		{"GET", "http://other.example/y", http.StatusOK, 3, 2, 2, 0, 1},
+		{"CONNECT", "shop.example:443", http.StatusMethodNotAllowed, 3, 2, 2, 1, 1},
+		{"CONNECT", "evil.example:443", http.StatusMethodNotAllowed, 3, 2, 2, 2, 1},
 	} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, step.target, nil))
+		h.ServeHTTP(rec, httptest.NewRequest(step.method, step.target, nil))
 		if rec.Code != step.wantStatus || calls != step.wantUpstream {
-			t.Errorf("%s: got status %d, %d upstream calls so far; want %d, %d", step.target, rec.Code, calls, step.wantStatus, step.wantUpstream)
+			t.Errorf("%s %s: got status %d, %d upstream calls so far; want %d, %d", step.method, step.target, rec.Code, calls, step.wantStatus, step.wantUpstream)
+		}
+		if allow := rec.Header().Get("Allow"); step.method == "CONNECT" && (allow == "" || strings.Contains(allow, "CONNECT")) {
+			t.Errorf("%s %s: Allow %q, want the methods the proxy forwards, CONNECT not among them", step.method, step.target, allow)
 		}
 		for _, m := range []struct {
 			name   string
@@ -67,12 +76,73 @@ func TestUnroutedAndRejected(t *testing.T) {
 		}{
 			{"sds_unrouted_requests_total", nil, step.wantUnrouted},
 			{"sds_rejected_requests_total", map[string]string{"reason": "path"}, step.wantPath},
+			{"sds_rejected_requests_total", map[string]string{"reason": "method"}, step.wantMethod},
 			{"sds_requests_total", map[string]string{"point": "p", "result": "proxied"}, step.wantOnPoint},
 		} {
 			if got := rpMetric(t, reg, m.name, m.labels); got != m.want {
 				t.Errorf("after %s: %s%v: got %v, want %v", step.target, m.name, m.labels, got, m.want)
 			}
 		}
+	}
+}
+
+// TestCanceledCounted: a request let through counts as proxied once the
+// upstream is sent its headers (the transport's WroteHeaders), and as
+// canceled when its client went away before that; a transport that fails
+// with the client still there counts it proxied (the proxy tried).
+func TestCanceledCounted(t *testing.T) {
+	errRefused := errors.New("connection refused")
+	tests := []struct {
+		name string
+		// cancelFirst: the client has gone before the request is served.
+		cancelFirst bool
+		// transport's sent: it calls WroteHeaders; then it waits for the
+		// client to go away when wait is set, and fails with fail if set.
+		sent, wait              bool
+		fail                    error
+		wantProxied, wantCancel float64
+	}{
+		{"answered", false, true, false, nil, 1, 0},
+		{"client gone before the upstream was sent it", true, false, false, nil, 0, 1},
+		{"client gone while the upstream works", false, true, true, nil, 1, 0},
+		{"refused, client still there", false, false, false, errRefused, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			transport := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
+				if err := r.Context().Err(); err != nil {
+					return nil, err // a transport checks its context before it dials
+				}
+				if trace := httptrace.ContextClientTrace(r.Context()); tt.sent && trace != nil && trace.WroteHeaders != nil {
+					trace.WroteHeaders()
+				}
+				if tt.wait {
+					cancel()
+					<-r.Context().Done()
+					return nil, r.Context().Err()
+				}
+				if tt.fail != nil {
+					return nil, tt.fail
+				}
+				return rpReply(r, http.StatusOK, "upstream"), nil
+			})
+			p := rpPoint(t, "p", nil, proxy.PointOptions{})
+			h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: transport})
+			if tt.cancelFirst {
+				cancel()
+			}
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/x", nil).WithContext(ctx))
+			for _, m := range []struct {
+				result string
+				want   float64
+			}{{"proxied", tt.wantProxied}, {"canceled", tt.wantCancel}, {"degraded", 0}} {
+				if got := rpMetric(t, reg, "sds_requests_total", map[string]string{"point": "p", "result": m.result}); got != m.want {
+					t.Errorf("sds_requests_total{result=%q}: got %v, want %v", m.result, got, m.want)
+				}
+			}
+		})
 	}
 }
 

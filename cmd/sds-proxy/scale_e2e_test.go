@@ -133,7 +133,7 @@ func TestTenThousandPoints(t *testing.T) {
 	ms := metrics(families)
 	for name, want := range map[string]int{
 		// Degraded series from 0 for the strategies a point has on: visit.
-		"sds_requests_total": 3 * n, "sds_degraded_total": n, "sds_shadow_degraded_total": n,
+		"sds_requests_total": 4 * n, "sds_degraded_total": n, "sds_shadow_degraded_total": n,
 		"sds_upstream_errors_total": 4 * n, "sds_timeouts_total": n, "sds_upstream_duration_seconds": n,
 		"sds_inflight": n, "sds_point_tripped": n, "sds_point_state": 5 * n,
 	} {

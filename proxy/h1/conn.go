@@ -104,6 +104,9 @@ func (t *Transport) exchange(c *conn, addr string, req *http.Request, trace *htt
 	if err := c.bw.Flush(); err != nil {
 		return fail(errNothingRead{err})
 	}
+	if trace != nil && trace.WroteHeaders != nil {
+		trace.WroteHeaders() // the request has no body: its headers are all of it
+	}
 	c.limit.N = maxResponseHeaderBytes
 	if _, err := c.br.Peek(1); err != nil {
 		return fail(errNothingRead{err})

@@ -25,7 +25,11 @@
 //   - 1xx answers before the final one are passed to the request's
 //     httptrace.ClientTrace.Got1xxResponse, which httputil.ReverseProxy
 //     sets to relay them (103 Early Hints). All of a response's heads, its
-//     1xx ones included, share one budget of 10 MiB.
+//     1xx ones included, share one budget of 10 MiB. Its GotConn and
+//     WroteHeaders are called as http.Transport calls them: WroteHeaders
+//     once the request is flushed to the connection, which is how the
+//     proxy tells a request the upstream was sent from one whose client
+//     went away first.
 //   - A request that fails on a reused connection before any byte of its
 //     answer arrived is sent once more on a new connection: its method is
 //     safe to repeat, as http.Transport does.

@@ -237,12 +237,12 @@ func TestGatherDuringScrape(t *testing.T) {
 		}
 		return n
 	}
-	if got := count(); got != 3 {
-		t.Fatalf("before a scrape: %d series of sds_requests_total, want 3", got)
+	if got := count(); got != 4 {
+		t.Fatalf("before a scrape: %d series of sds_requests_total, want 4 (proxied, degraded, shadow_degraded, canceled)", got)
 	}
 	scrapeBody(t, m.Handler(reg), "", "")
-	if got := count(); got != 3 {
-		t.Errorf("after a scrape: %d series of sds_requests_total, want 3", got)
+	if got := count(); got != 4 {
+		t.Errorf("after a scrape: %d series of sds_requests_total, want 4 (proxied, degraded, shadow_degraded, canceled)", got)
 	}
 }
 

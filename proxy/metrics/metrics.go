@@ -25,7 +25,10 @@ type Set struct {
 	Unrouted prometheus.Counter
 	// RejectedPath counts the requests refused for their path (400).
 	RejectedPath prometheus.Counter
-	rejected     *prometheus.CounterVec // reason
+	// RejectedMethod counts the requests refused for their method: CONNECT,
+	// answered 405.
+	RejectedMethod prometheus.Counter
+	rejected       *prometheus.CounterVec // reason
 
 	// live returns the points in force (NewSet's points): the
 	// collector's gauges and Sample read it.
@@ -69,6 +72,7 @@ const (
 	countProxied = iota // sds_requests_total{result="proxied"}
 	countDegraded
 	countShadowDegraded
+	countCanceled
 	countTransport // sds_upstream_errors_total{kind="transport"}
 	countUpstreamTimeout
 	countStatus
@@ -153,9 +157,12 @@ type Point struct {
 	// The counters the request path increments, by name: each points
 	// into counts.
 	Proxied, Degraded, ShadowDegraded *Counter
-	TransportErrors, TimeoutErrors    *Counter
-	StatusErrors, BodyErrors          *Counter
-	Timeouts                          *Counter
+	// Canceled counts the requests let through whose client went away
+	// before the upstream was sent them.
+	Canceled                       *Counter
+	TransportErrors, TimeoutErrors *Counter
+	StatusErrors, BodyErrors       *Counter
+	Timeouts                       *Counter
 }
 
 // Counter is a count that only grows, from 0. Its zero value is ready; it
@@ -186,13 +193,14 @@ func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
 			Name: "sds_unrouted_requests_total", Help: "Requests that matched no route: forwarded to the upstream unprotected, counted on no point.",
 		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_rejected_requests_total", Help: "Requests refused before routing, by reason: path (a path the proxy does not route, such as an encoded slash or a bad escape, answered 400). They reach neither a point nor the upstream.",
+			Name: "sds_rejected_requests_total", Help: "Requests refused before routing, by reason: path (a path the proxy does not route, such as an encoded slash or a bad escape, answered 400), method (CONNECT, answered 405: a reverse proxy opens no tunnels). They reach neither a point nor the upstream.",
 		}, []string{"reason"}),
 		live:        points,
 		points:      make(map[string]*Point),
 		familyBytes: make([]atomic.Int64, len(pointFamilies)),
 	}
 	m.RejectedPath = m.rejected.WithLabelValues("path")
+	m.RejectedMethod = m.rejected.WithLabelValues("method")
 	m.collector = &pointCollector{points: points, metrics: m}
 	m.Forces = newForces(reg)
 	reg.MustRegister(m.Unrouted, m.rejected, perPoint{m})
@@ -227,6 +235,7 @@ func (m *Set) ForPoint(name string) *Point {
 	pm := &Point{name: name, created: timestamppb.Now(), vec: m.duration}
 	pm.pointLabel = &dto.LabelPair{Name: &pointLabelName, Value: &pm.name}
 	pm.Proxied, pm.Degraded, pm.ShadowDegraded = &pm.counts[countProxied], &pm.counts[countDegraded], &pm.counts[countShadowDegraded]
+	pm.Canceled = &pm.counts[countCanceled]
 	pm.TransportErrors, pm.TimeoutErrors = &pm.counts[countTransport], &pm.counts[countUpstreamTimeout]
 	pm.StatusErrors, pm.BodyErrors = &pm.counts[countStatus], &pm.counts[countBody]
 	pm.Timeouts = &pm.counts[countTimeouts]
@@ -293,7 +302,7 @@ var (
 	durationFamily = newFamily(dto.MetricType_HISTOGRAM, "sds_upstream_duration_seconds",
 		"Upstream time of forwarded calls, to the end of the response (to the headers for streams), without the time spent waiting on the client. Native histogram (schema 3) with classic buckets; exemplars carry the W3C traceparent trace_id.",
 		[]string{"point"})
-	requestsFamily       = newFamily(dto.MetricType_COUNTER, "sds_requests_total", "Requests on protected points, by result: proxied (forwarded), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it).", []string{"point", "result"})
+	requestsFamily       = newFamily(dto.MetricType_COUNTER, "sds_requests_total", "Requests on protected points, by result: proxied (sent to the upstream), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it), canceled (let through, but its client went away before the upstream was sent it).", []string{"point", "result"})
 	degradedFamily       = newFamily(dto.MetricType_COUNTER, "sds_degraded_total", "Requests answered by the point's fallback, by the strategy that degraded them. Shadow points never count here (sds_shadow_degraded_total).", []string{"point", "strategy"})
 	shadowDegradedFamily = newFamily(dto.MetricType_COUNTER, "sds_shadow_degraded_total", "Requests a shadow point forwarded that it would have degraded, by the strategy that would have degraded them.", []string{"point", "strategy"})
 	errorsFamily         = newFamily(dto.MetricType_COUNTER, "sds_upstream_errors_total", "Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx, body).", []string{"point", "kind"})
@@ -352,6 +361,7 @@ var countSeries = func() (series [pointCounts]struct {
 	set(countProxied, requestsDesc, pair("result", "proxied"))
 	set(countDegraded, requestsDesc, pair("result", "degraded"))
 	set(countShadowDegraded, requestsDesc, pair("result", "shadow_degraded"))
+	set(countCanceled, requestsDesc, pair("result", "canceled"))
 	set(countTransport, errorsDesc, pair("kind", errorTransport))
 	set(countUpstreamTimeout, errorsDesc, pair("kind", errorUpstreamTimeout))
 	set(countStatus, errorsDesc, pair("kind", errorStatus))

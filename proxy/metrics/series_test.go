@@ -40,7 +40,7 @@ func TestPointSeriesMatchClientCounters(t *testing.T) {
 
 	want := prometheus.NewRegistry()
 	help := map[string]string{ // as the CounterVecs had them before the point collector
-		"sds_requests_total":        "Requests on protected points, by result: proxied (forwarded), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it).",
+		"sds_requests_total":        "Requests on protected points, by result: proxied (sent to the upstream), degraded (answered by the fallback), shadow_degraded (forwarded by a shadow point that would have degraded it), canceled (let through, but its client went away before the upstream was sent it).",
 		"sds_degraded_total":        "Requests answered by the point's fallback, by the strategy that degraded them. Shadow points never count here (sds_shadow_degraded_total).",
 		"sds_shadow_degraded_total": "Requests a shadow point forwarded that it would have degraded, by the strategy that would have degraded them.",
 		"sds_upstream_errors_total": "Upstream calls that ended in an exception, by kind (transport, upstream_timeout, status_5xx, body).",
@@ -69,6 +69,7 @@ func TestPointSeriesMatchClientCounters(t *testing.T) {
 		add(pm.Proxied, requests.WithLabelValues(name, "proxied"), 10+n)
 		add(pm.Degraded, requests.WithLabelValues(name, "degraded"), n)
 		add(pm.ShadowDegraded, requests.WithLabelValues(name, "shadow_degraded"), 2*n)
+		add(pm.Canceled, requests.WithLabelValues(name, "canceled"), n%2)
 		add(pm.TransportErrors, errors.WithLabelValues(name, errorTransport), n)
 		add(pm.TimeoutErrors, errors.WithLabelValues(name, errorUpstreamTimeout), 1)
 		add(pm.StatusErrors, errors.WithLabelValues(name, errorStatus), 3*n)
