@@ -381,7 +381,15 @@ func (m *model) enter(now int64, pressureTest bool, pr Priority) (Verdict, *mode
 				v.Allowed, v.Probe = true, true
 				return v, m.forwardTook(now, true, took)
 			}
-			return m.drawn(now, v, pr)
+			next := m.delay.until
+			if s.RetryInterval > 0 {
+				next = min(next, m.delay.nextProbe)
+			}
+			v, c := m.drawn(now, v, pr)
+			if !v.Allowed {
+				v.RetryAfter = time.Duration(max(0, next-now))
+			}
+			return v, c
 		}
 	}
 	// 2b. the recovery ramp.

@@ -108,6 +108,13 @@ type Verdict struct {
 	Sheddable bool
 	// Probe: the delay let this request through to test the service.
 	Probe bool
+	// RetryAfter is set on a request degraded inside the delay (Delay set,
+	// Allowed not): the time from now until the point may let a request
+	// through again, at its next probe (RetryInterval) or at the delay's
+	// end, whichever is sooner. It is 0 when that instant has come (a probe
+	// is in flight: when the next may go depends on its outcome), and on
+	// every other verdict.
+	RetryAfter time.Duration
 	// Events are the state changes this request caused.
 	Events Events
 }
@@ -588,8 +595,16 @@ func (p *Point) enterDelay(c *Call, now time.Time, cur int64, pr Priority) (v Ve
 		v.Allowed, v.Probe = true, true
 		return v, true
 	}
+	next := d.until
+	if p.s.RetryInterval > 0 && d.nextProbe.Before(next) {
+		next = d.nextProbe
+	}
 	st.mu.Unlock()
-	return p.finish(c, now, cur, judgement{v: v}, p.draw(pr)), true
+	v = p.finish(c, now, cur, judgement{v: v}, p.draw(pr))
+	if !v.Allowed {
+		v.RetryAfter = max(0, next.Sub(now))
+	}
+	return v, true
 }
 
 // startDelayLocked starts the delay at now. The caller holds st.mu.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 // token_bucket trips, 503 otherwise (and for a failed upstream call), with a
 // small JSON body naming the point and strategy; it answers gRPC calls
 // grpc-status 14 (UNAVAILABLE) with a message naming the point and strategy.
+// Inside a delay, an HTTP answer of any status but 429 carries Retry-After:
+// the seconds until the point's next probe or the delay's end, whichever is
+// sooner (rounded up, at least 1), unless Header sets one.
 //
 // Status, Header and Body shape the HTTP answer only: a gRPC call always
 // gets a trailers-only answer (HTTP 200, content-type application/grpc,
@@ -59,11 +63,16 @@ type reason struct {
 	// sheddable: a sheddable request past its share of the strategy's
 	// threshold (limiter.Verdict.Sheddable), marked "; priority=sheddable".
 	sheddable bool
+	// reopens is, inside a delay, the time until the point's next probe
+	// or the delay's end (limiter.Verdict.RetryAfter): the Retry-After of
+	// an answer other than 429. It is the request's own, never part of
+	// the answer built and kept for the reason.
+	reopens time.Duration
 }
 
 // verdictReason is the reason of a degraded verdict.
 func verdictReason(v limiter.Verdict) reason {
-	return reason{strategy: v.Strategy, delay: v.Delay, sheddable: v.Sheddable}
+	return reason{strategy: v.Strategy, delay: v.Delay, sheddable: v.Sheddable, reopens: v.RetryAfter}
 }
 
 // fallbackHandler is a point's fallback: the one http.Handler that serves
@@ -123,6 +132,10 @@ type answer struct {
 	header   http.Header // the HTTP answer's, Sds-Degraded and Content-Length included
 	body     []byte
 	grpc     http.Header // the gRPC answer's, Sds-Degraded included
+	// reopens: each HTTP answer gets a Retry-After of its own from the
+	// request's reason.reopens (a delay's answer other than 429, whose
+	// fallback sets no Retry-After).
+	reopens bool
 }
 
 // newFallbackHandler returns the fallback of point name, answering as f
@@ -155,9 +168,17 @@ func buildAnswer(name string, f Fallback, s retryAfter, why reason) answer {
 		}
 	}
 	// A failed upstream call says nothing of when to retry: its answer
-	// carries Retry-After only when the fallback's headers do.
-	if a.status == http.StatusTooManyRequests && why.strategy != 0 && h.Get("Retry-After") == "" {
-		h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(s, why)))
+	// carries Retry-After only when the fallback's headers do. A 429 says
+	// how long a rate-limited client waits; any other status inside a
+	// delay, when the delay lets requests through again: that changes
+	// with every request, so serve sets it.
+	if why.strategy != 0 && h.Get("Retry-After") == "" {
+		switch {
+		case a.status == http.StatusTooManyRequests:
+			h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(s, why)))
+		case why.delay:
+			a.reopens = true
+		}
 	}
 	if !f.BodySet {
 		body, _ := json.Marshal(struct {
@@ -215,7 +236,39 @@ func retryAfterSeconds(r retryAfter, why reason) int {
 	default:
 		d = r.bucket
 	}
+	return ceilSeconds(d)
+}
+
+// ceilSeconds is d in whole seconds rounded up, at least 1: Retry-After
+// has no fractions, and 0 would invite a client to retry at once.
+func ceilSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// maxSharedRetryAfter is the largest Retry-After, in seconds, whose header
+// value retryAfterValue shares rather than allocates.
+const maxSharedRetryAfter = 600
+
+// retryAfterValues holds the header values "0" to maxSharedRetryAfter,
+// each at its own index, built on first use.
+var retryAfterValues = sync.OnceValue(func() []string {
+	vs := make([]string, maxSharedRetryAfter+1)
+	for n := range vs {
+		vs[n] = strconv.Itoa(n)
+	}
+	return vs
+})
+
+// retryAfterValue is the Retry-After header value of d (ceilSeconds).
+// Up to maxSharedRetryAfter seconds it is a slice of retryAfterValues,
+// shared by every answer as the answers' own header values are, with no
+// room to append: setting it allocates nothing.
+func retryAfterValue(d time.Duration) []string {
+	n := ceilSeconds(d)
+	if n > maxSharedRetryAfter {
+		return []string{strconv.Itoa(n)}
+	}
+	return retryAfterValues()[n : n+1 : n+1]
 }
 
 // grpcPercentEncode encodes a grpc-message as the gRPC protocol requires:
@@ -286,6 +339,9 @@ func (fh *fallbackHandler) serve(w http.ResponseWriter, r *http.Request, why rea
 	}
 	for k, vs := range a.header {
 		h[k] = vs
+	}
+	if a.reopens {
+		h["Retry-After"] = retryAfterValue(why.reopens)
 	}
 	w.WriteHeader(a.status)
 	if r.Method != http.MethodHead {
