@@ -283,6 +283,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		route.SetPath(pr.Out.URL, c.path) // before SetURL, which joins it to the upstream's
 	}
 	pr.SetURL(c.snap.Upstream)
+	pr.Out.URL.RawQuery = upstreamQuery(c.snap.Upstream, pr.In.URL) // undo ReverseProxy's cleaning
 	pr.Out.Host = pr.In.Host
 	if c.snap.ForwardedHeaders {
 		pr.SetXForwarded()
