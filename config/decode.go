@@ -69,6 +69,12 @@ type decoded struct {
 	root pos
 	// bodyFile maps a point's name to its fallback's bodyFile as written.
 	bodyFile map[string]string
+	// negative holds the text of each threshold and duration written
+	// negative ("-1", "-1ms"): an off value as the file spells it, which
+	// decoding folds (a threshold to off, delayTime's -1 to 0), so that a
+	// message can say such a key is off rather than not set. nil until
+	// one is.
+	negative map[loc]string
 }
 
 // has reports whether the file names the key at l, whatever its value.

@@ -115,9 +115,18 @@ func sdsValue(t limiter.Threshold) int64 {
 }
 
 // needs reports, at the key k of point p, that k is set without the key
-// other it works with: why it then does nothing, and an example of other.
+// other it works with, which is absent ("is not") or off ("is -1
+// (off)", its value as written, or "is 0 (off)" for a duration of 0): why
+// k then does nothing, and an example of other.
 func (c *checker) needs(p *Point, k, other *key, why, example string) {
-	c.p.add(c.key(pl(p, k)), "%[1]s is set but %[2]s is not: %[3]s; add %[2]s: %[4]s or remove %[1]s", k.path, other.path, why, example)
+	state, verb := "not", "add"
+	if l := pl(p, other); c.d.has(l) {
+		state, verb = "0 (off)", "set"
+		if text, ok := c.d.negative[l]; ok {
+			state = text + " (off)"
+		}
+	}
+	c.p.add(c.key(pl(p, k)), "%[1]s is set but %[2]s is %[5]s: %[3]s; %[6]s %[2]s: %[4]s or remove %[1]s", k.path, other.path, why, example, state, verb)
 }
 
 // combinations checks the settings of a point that only work together

@@ -201,7 +201,7 @@ func TestValidateProblems(t *testing.T) {
 		{"point without settings", valid, nil},
 		{"negative thresholds are off", withPoint("visitThreshold: -1\nconcurrentThreshold: -5\ntimeoutThreshold: -1\ntimeoutCountThreshold: -1\nexceptionThreshold: -2"), nil},
 		{"timeoutCount without timeout", withPoint("timeoutCountThreshold: 5"), []string{"7:5: timeoutCountThreshold is set but timeoutThreshold is not: no call is ever counted as a timeout; add timeoutThreshold: 250ms or remove timeoutCountThreshold"}},
-		{"timeoutCount with timeout off", withPoint("timeoutThreshold: -1\ntimeoutCountThreshold: 5"), []string{"8:5: timeoutCountThreshold is set but timeoutThreshold is not"}},
+		{"timeoutCount with timeout off", withPoint("timeoutThreshold: -1\ntimeoutCountThreshold: 5"), []string{"8:5: timeoutCountThreshold is set but timeoutThreshold is -1 (off)"}},
 		{"timeout without count", withPoint("timeoutThreshold: 250ms"), []string{"7:5: timeoutThreshold is set but timeoutCountThreshold is not: timeouts are counted but never degrade"}},
 		{"timeout zero", withPoint("timeoutThreshold: 0\ntimeoutCountThreshold: 5"), []string{"7:23: timeoutThreshold: 0 counts every call as a timeout"}},
 		{"timeout count zero", withPoint("timeoutThreshold: 1s\ntimeoutCountThreshold: 0"), []string{"8:28: timeoutCountThreshold: 0 would degrade every request"}},
@@ -264,6 +264,34 @@ func TestValidateProblems(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkProblems(t, problemsOf(t, tt.src, Options{}), tt.want)
+		})
+	}
+}
+
+// TestPairedOffMessages: a setting that needs another, given beside that
+// other's off value, says the other is off, as written, not that it is
+// not set (the user did set it); an absent other is "not" set.
+func TestPairedOffMessages(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		src  string
+		want string
+	}{
+		{"timeoutThreshold absent", withPoint("timeoutCountThreshold: 5"), "7:5: timeoutCountThreshold is set but timeoutThreshold is not: no call is ever counted as a timeout; add timeoutThreshold: 250ms or remove timeoutCountThreshold"},
+		{"timeoutThreshold -1", withPoint("timeoutThreshold: -1\ntimeoutCountThreshold: 5"), "8:5: timeoutCountThreshold is set but timeoutThreshold is -1 (off): no call is ever counted as a timeout; set timeoutThreshold: 250ms or remove timeoutCountThreshold"},
+		{"timeoutThreshold -1s", withPoint("timeoutThreshold: -1s\ntimeoutCountThreshold: 5"), "8:5: timeoutCountThreshold is set but timeoutThreshold is -1s (off)"},
+		{"timeoutCountThreshold -1", withPoint("timeoutThreshold: 250ms\ntimeoutCountThreshold: -1"), "7:5: timeoutThreshold is set but timeoutCountThreshold is -1 (off): timeouts are counted but never degrade; set timeoutCountThreshold: 5 or remove timeoutThreshold"},
+		{"timeoutCountThreshold -5", withPoint("timeoutThreshold: 250ms\ntimeoutCountThreshold: -5"), "7:5: timeoutThreshold is set but timeoutCountThreshold is -5 (off)"},
+		{"timeoutCountThreshold through an alias", withPoint("timeoutThreshold: 250ms\nvisitThreshold: &off -1\ntimeoutCountThreshold: *off"), "7:5: timeoutThreshold is set but timeoutCountThreshold is -1 (off)"},
+		{"delayTime -1", withPoint("visitThreshold: 1\ndelayTime: -1\nretryInterval: 2s"), "9:5: retryInterval is set but delayTime is -1 (off): there is no delay to probe; set delayTime: 30s or remove retryInterval"},
+		{"delayTime 0", withPoint("visitThreshold: 1\ndelayTime: 0\nretryInterval: 2s"), "9:5: retryInterval is set but delayTime is 0 (off)"},
+		{"exceptionRateThreshold -1", withPoint("visitThreshold: 1\nexceptionRateThreshold: -1\nexceptionRateStart: 20"), "9:5: exceptionRateStart is set but exceptionRateThreshold is -1 (off): the rate is never judged"},
+		{"token rate -1", withPoint("visitThreshold: 1\ntokenBucketGeneratedTokensInSecond: -1\ntokenBucketSize: 10"), "9:5: tokenBucketSize is set but tokenBucketGeneratedTokensInSecond is -1 (off): there is no bucket"},
+		{"recovery ramp, delayTime -1", withPoint("visitThreshold: 1\ndelayTime: -1\nrecoveryTime: 10s"), "9:5: recoveryTime is set but delayTime is -1 (off)"},
+		{"recovery start, recoveryTime 0", withPoint("visitThreshold: 1\ndelayTime: 5s\nrecoveryTime: 0\nrecoveryStart: 5"), "10:5: recoveryStart is set but recoveryTime is 0 (off)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			checkProblems(t, problemsOf(t, tt.src, Options{}), []string{tt.want})
 		})
 	}
 }

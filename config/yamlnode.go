@@ -106,13 +106,30 @@ func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, set
 		d.out.at[l] = span{key: pos{k.Line, k.Column}, val: pos{v.Line, v.Column}}
 		before := len(d.p.errs)
 		s(key, v)
-		switch {
-		case len(d.p.errs) > before:
+		if len(d.p.errs) > before {
 			d.out.bad[l] = true
-		case def.seconds:
+			return
+		}
+		if def.kind == kindThreshold || def.kind == kindDuration {
+			d.negative(l, v)
+		}
+		if def.seconds {
 			d.bareMillis(def, v)
 		}
 	})
+}
+
+// negative records the text of v, the value of the threshold or duration
+// at l, when it is negative (decoded.negative).
+func (d *decoder) negative(l loc, v *yaml.Node) {
+	s := follow(v)
+	if s.Kind != yaml.ScalarNode || !strings.HasPrefix(s.Value, "-") {
+		return
+	}
+	if d.out.negative == nil {
+		d.out.negative = map[loc]string{}
+	}
+	d.out.negative[l] = s.Value
 }
 
 // bareMillis warns when the value v of the duration key k, one meant in
