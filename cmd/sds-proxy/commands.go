@@ -94,13 +94,63 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	c, ok := lookup(name)
 	if !ok {
-		return usageErrorf("unknown command %q; sds-proxy help lists the commands", name)
+		return unknownCommand(name)
 	}
 	err := c.run(ctx, args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
 	return err
+}
+
+// unknownCommand is the usage error of a command line whose command is
+// not one: it names the command meant (closestCommand), or else says where
+// the commands are listed.
+func unknownCommand(name string) error {
+	if meant, ok := closestCommand(name); ok {
+		return usageErrorf("unknown command %q; did you mean %q?", name, meant)
+	}
+	return usageErrorf("unknown command %q; sds-proxy help lists the commands", name)
+}
+
+// closestCommand returns the command whose name is fewest edits from name
+// (insertions, deletions and substitutions of one byte: the Levenshtein
+// distance), the first in the table on a tie. It finds none (false) when
+// even the closest is more than 1 edit away for a name of up to 5 bytes,
+// or more than 2 for a longer one: a suggestion past that is a guess.
+func closestCommand(name string) (string, bool) {
+	limit := 1
+	if len(name) > 5 {
+		limit = 2
+	}
+	best, bestDist := "", limit+1
+	for _, c := range commands() {
+		if d := editDistance(name, c.name); d < bestDist {
+			best, bestDist = c.name, d
+		}
+	}
+	return best, best != ""
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // usageError is a wrong command line and its reason, which main prints
@@ -173,7 +223,7 @@ func help(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	c, ok := lookup(fs.Arg(0))
 	if !ok {
-		return usageErrorf("help: unknown command %q; sds-proxy help lists the commands", fs.Arg(0))
+		return usageErrorf("help: %v", unknownCommand(fs.Arg(0)))
 	}
 	return c.run(ctx, []string{"-h"}, stdout, stdout)
 }

@@ -123,3 +123,57 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestClosestCommand: a misspelt command is matched to the command fewest
+// edits away, up to 1 edit for a name of up to 5 bytes and 2 for a longer
+// one; past that, none.
+func TestClosestCommand(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, want string // want "": no suggestion
+	}{
+		{"valdate", "validate"},  // a letter left out
+		{"vaildate", "validate"}, // two swapped: 2 edits, 8 bytes
+		{"stauts", "status"},     // 2 edits, 6 bytes
+		{"forse", "force"},       // 1 edit, 5 bytes
+		{"rn", "run"},            // 1 edit, 2 bytes
+		{"shema", "schema"},
+		{"verison", "version"},
+		{"fprce", "force"},
+		{"focre", ""},  // 2 edits, 5 bytes: past the limit
+		{"vldte", ""},  // 3 edits from validate
+		{"bogus", ""},  // nothing close
+		{"", ""},       // 3 edits from run
+		{"deploy", ""}, // a command elsewhere, not here
+		{"validate", "validate"},
+	} {
+		got, ok := closestCommand(tc.name)
+		if !ok {
+			got = ""
+		}
+		if got != tc.want {
+			t.Errorf("closestCommand(%q): got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestEditDistance: the Levenshtein distance, boundary rows included.
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0},
+		{"", "run", 3},
+		{"run", "", 3},
+		{"valdate", "validate", 1},
+		{"kitten", "sitting", 3},
+		{"ab", "ba", 2},
+		{"status", "status", 0},
+	} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q): got %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}

@@ -96,30 +96,53 @@ func parseForceFlags(args []string, stderr io.Writer) (forceFlags, error) {
 		args = fs.Args()[1:]
 	}
 	f := forceFlags{ttl: *ttl, reason: *reason, tokenFile: *tokenFile, timeout: *timeout}
-	base, problem := adminURL(*addr)
+	base, err := adminURL(*addr)
 	f.base = base
-	switch {
-	case problem != nil:
-	case len(operands) != 2:
-		problem = fmt.Errorf("want a point and degrade, pass or clear; got %q", operands)
-	case operands[1] != "degrade" && operands[1] != "pass" && operands[1] != "clear":
-		problem = fmt.Errorf("%q: want degrade, pass or clear", operands[1])
-	case operands[1] != "clear" && *ttl <= 0:
-		problem = errors.New("-ttl: give how long the switch lasts, such as -ttl 10m (at most 24h)")
-	case operands[1] != "clear" && *reason == "":
-		problem = errors.New("-reason: say why, for whoever reads /status and the logs")
-	case *tokenFile == "":
-		problem = fmt.Errorf("-token-file: give the file holding the proxy's token (its adminTokenFile), or set $%s", tokenFileEnv)
-	case *timeout <= 0:
-		problem = fmt.Errorf("-timeout %v: want a positive duration", *timeout)
-	}
-	if problem != nil {
-		fmt.Fprintln(stderr, "sds-proxy force:", problem)
+	if problems := forceProblems(operands, f, err); len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "sds-proxy force:", p)
+		}
 		fs.Usage()
 		return forceFlags{}, errUsage
 	}
 	f.point, f.action = operands[0], operands[1]
 	return f, nil
+}
+
+// forceProblems returns everything wrong with force's command line, so
+// that one try names every missing flag: the operands (a point and
+// degrade, pass or clear), adminErr (what adminURL said of -admin, or
+// nil), and f's flags. -ttl and -reason are asked of degrade and pass
+// only, and only once the action is known.
+func forceProblems(operands []string, f forceFlags, adminErr error) []error {
+	var problems []error
+	action := ""
+	switch {
+	case len(operands) != 2:
+		problems = append(problems, fmt.Errorf("want a point and degrade, pass or clear; got %q", operands))
+	case operands[1] != "degrade" && operands[1] != "pass" && operands[1] != "clear":
+		problems = append(problems, fmt.Errorf("%q: want degrade, pass or clear", operands[1]))
+	default:
+		action = operands[1]
+	}
+	if action == "degrade" || action == "pass" {
+		if f.ttl <= 0 {
+			problems = append(problems, errors.New("-ttl: give how long the switch lasts, such as -ttl 10m (at most 24h)"))
+		}
+		if f.reason == "" {
+			problems = append(problems, errors.New("-reason: say why, for whoever reads /status and the logs"))
+		}
+	}
+	if f.tokenFile == "" {
+		problems = append(problems, fmt.Errorf("-token-file: give the file holding the proxy's token (its adminTokenFile), or set $%s", tokenFileEnv))
+	}
+	if adminErr != nil {
+		problems = append(problems, adminErr)
+	}
+	if f.timeout <= 0 {
+		problems = append(problems, fmt.Errorf("-timeout %v: want a positive duration", f.timeout))
+	}
+	return problems
 }
 
 // readToken reads a bearer token file as the proxy does: its content

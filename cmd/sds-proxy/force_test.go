@@ -118,3 +118,33 @@ func TestForceCommand(t *testing.T) {
 		t.Errorf("a missing token file: got %v", err)
 	}
 }
+
+// TestForceNamesEveryProblem: one try names every missing flag, not the
+// first alone; -ttl and -reason are asked of degrade and pass only.
+func TestForceNamesEveryProblem(t *testing.T) {
+	t.Parallel()
+	const (
+		ttl    = "sds-proxy force: -ttl: give how long the switch lasts, such as -ttl 10m (at most 24h)\n"
+		reason = "sds-proxy force: -reason: say why, for whoever reads /status and the logs\n"
+		token  = "sds-proxy force: -token-file: give the file holding the proxy's token (its adminTokenFile), or set $SDS_ADMIN_TOKEN_FILE\n"
+	)
+	for _, tc := range []struct {
+		args []string
+		want string // stderr before the usage
+	}{
+		{[]string{"orders", "degrade", "-token-file", ""}, ttl + reason + token},
+		{[]string{"orders", "pass", "-token-file", "", "-ttl", "1m"}, reason + token},
+		{[]string{"orders", "clear", "-token-file", ""}, token},
+		{[]string{"orders", "-token-file", "", "-timeout", "0s", "-admin", "ftp://x"},
+			"sds-proxy force: want a point and degrade, pass or clear; got [\"orders\"]\n" + token +
+				"sds-proxy force: -admin \"ftp://x\": want host:port or http://host:port\n" +
+				"sds-proxy force: -timeout 0s: want a positive duration\n"},
+	} {
+		var stderr bytes.Buffer
+		_, err := parseForceFlags(tc.args, &stderr)
+		got, _, _ := strings.Cut(stderr.String(), "usage: ")
+		if !errors.Is(err, errUsage) || got != tc.want {
+			t.Errorf("force %q: got %v and\n%s\nwant errUsage and\n%s", tc.args, err, got, tc.want)
+		}
+	}
+}

@@ -34,10 +34,16 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"--version"}, 0, "sds-proxy ", ""},
 		{[]string{"-version"}, 0, " go1.", ""},
 		{[]string{"validate", "-config", broken}, 1, "visitThreshold: want an integer", ""},
-		{[]string{"validate", "-config", filepath.Join(dir, "missing.yaml")}, 1, "missing.yaml", ""},
+		{[]string{"validate", "-config", filepath.Join(dir, "missing.yaml")}, 1, "", "sds-proxy: no config file " + filepath.Join(dir, "missing.yaml")},
 		{[]string{"validate", "-o", "json", "-config", broken}, 1, `"valid": false`, ""},
 		{[]string{"validate", "-o", "yaml"}, 2, "", `-o "yaml": want text or json`},
-		{[]string{"bogus"}, 2, "", `sds-proxy: unknown command "bogus"`},
+		{[]string{"bogus"}, 2, "", `sds-proxy: unknown command "bogus"; sds-proxy help lists the commands`},
+		{[]string{"valdate"}, 2, "", "sds-proxy: unknown command \"valdate\"; did you mean \"validate\"?\n"},
+		{[]string{"help", "stauts"}, 2, "", "sds-proxy: help: unknown command \"stauts\"; did you mean \"status\"?\n"},
+		{[]string{"force", "orders", "degrade", "-token-file", ""}, 2, "", "sds-proxy force: -ttl: give how long the switch lasts, such as -ttl 10m (at most 24h)\n" +
+			"sds-proxy force: -reason: say why, for whoever reads /status and the logs\n" +
+			"sds-proxy force: -token-file: give the file holding the proxy's token (its adminTokenFile), or set $SDS_ADMIN_TOKEN_FILE\n" +
+			"usage: sds-proxy force"},
 		{[]string{"-bogus"}, 2, "", "flag provided but not defined: -bogus"},
 		{[]string{"help", "bogus"}, 2, "", `unknown command "bogus"`},
 		{[]string{"validate", "extra"}, 2, "", `validate: unexpected arguments ["extra"]`},
@@ -65,9 +71,9 @@ func TestExitCodes(t *testing.T) {
 
 // TestFirstRunMessages: what a newcomer sees on a first try. sds-proxy
 // run in a directory without sds.yaml, or on a -config file that does not
-// exist, says what to run instead (-config, -upstream, demo); a config
-// indented with a tab is refused at the tab's line, naming the tab, by
-// run and by validate. Each exits 1.
+// exist, says what to run instead (-config, -upstream, demo), and so does
+// validate (-config, demo); a config indented with a tab is refused at the
+// tab's line, naming the tab, by run and by validate. Each exits 1.
 func TestFirstRunMessages(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
@@ -80,6 +86,9 @@ func TestFirstRunMessages(t *testing.T) {
 		"  sds-proxy -config FILE    run the proxy on the config file FILE\n" +
 		"  sds-proxy -upstream URL   run a plain proxy in front of URL, with no points\n" +
 		"  sds-proxy demo            run the built-in example in front of a demo service\n"
+	nextValidate := "Next, one of:\n" +
+		"  sds-proxy validate -config FILE   check the config file FILE\n" +
+		"  sds-proxy demo                    run the built-in example; it prints the path of its sds.yaml, a start for yours\n"
 	tabLine := tabbed + ":4:1: YAML syntax: a tab indents this line, and YAML indents with spaces only: replace the tab with spaces"
 	for _, tc := range []struct {
 		args []string
@@ -88,6 +97,8 @@ func TestFirstRunMessages(t *testing.T) {
 		{nil, "sds-proxy: no sds.yaml in this directory (stat sds.yaml: no such file or directory). " + next},
 		{[]string{"run"}, "sds-proxy: no sds.yaml in this directory (stat sds.yaml: no such file or directory). " + next},
 		{[]string{"run", "-config", "other.yaml"}, "sds-proxy: no config file other.yaml (stat other.yaml: no such file or directory). " + next},
+		{[]string{"validate"}, "sds-proxy: no sds.yaml in this directory (stat sds.yaml: no such file or directory). " + nextValidate},
+		{[]string{"validate", "-config", "/nonexistent.yaml"}, "sds-proxy: no config file /nonexistent.yaml (stat /nonexistent.yaml: no such file or directory). " + nextValidate},
 		{[]string{"run", "-config", tabbed}, "sds-proxy: " + tabLine},
 		{[]string{"validate", "-config", tabbed}, tabLine},
 	} {

@@ -173,14 +173,22 @@ func loadConfig(path string, given bool, opts config.Options) (*config.File, boo
 // given tells whether -config named the file, or run looked for sds.yaml
 // by default.
 func errNoConfig(path string, given bool, err error) error {
+	return missingConfig(path, given, err,
+		"  sds-proxy -config FILE    run the proxy on the config file FILE\n"+
+			"  sds-proxy -upstream URL   run a plain proxy in front of URL, with no points\n"+
+			"  sds-proxy demo            run the built-in example in front of a demo service")
+}
+
+// missingConfig is the error of a command whose config file at path does
+// not exist (err, which it wraps), followed by next: the commands to run
+// instead, one a line. given tells whether -config named the file, or the
+// command looked for sds.yaml by default.
+func missingConfig(path string, given bool, err error, next string) error {
 	what := "no " + path + " in this directory"
 	if given {
 		what = "no config file " + path
 	}
-	return fmt.Errorf("%s (%w). Next, one of:\n"+
-		"  sds-proxy -config FILE    run the proxy on the config file FILE\n"+
-		"  sds-proxy -upstream URL   run a plain proxy in front of URL, with no points\n"+
-		"  sds-proxy demo            run the built-in example in front of a demo service", what, err)
+	return fmt.Errorf("%s (%w). Next, one of:\n%s", what, err, next)
 }
 
 // instance is one running proxy: what runProxy builds, serves and drains.

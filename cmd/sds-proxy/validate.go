@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -17,11 +19,13 @@ import (
 // validate checks a config file without starting anything: its warnings
 // as FILE:LINE:COL: warning: message and "OK", or every problem (warnings
 // included) as FILE:LINE:COL: message and errInvalid. Warnings alone do
-// not fail it. With -diff ADDR it then prints what applying the file would
-// change at the proxy whose admin port is at ADDR (diffAgainst); when that
-// admin port fails, it prints nothing, not even OK, and returns the error
-// (exit 1). With -o json it prints the
-// outcome as one JSON document instead (writeProblems), and takes no -diff.
+// not fail it. A file that does not exist is an error that says what to
+// run instead (errNoValidateConfig), for main to print (exit 1). With
+// -diff ADDR it then prints what applying the file would change at the
+// proxy whose admin port is at ADDR (diffAgainst); when that admin port
+// fails, it prints nothing, not even OK, and returns the error (exit 1).
+// With -o json it prints the outcome as one JSON document instead
+// (writeProblems), and takes no -diff.
 func validate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -53,6 +57,11 @@ func validate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *output == "json" {
 		return writeProblems(stdout, *path, f, err)
 	}
+	if errors.Is(err, os.ErrNotExist) {
+		given := false
+		fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "config" })
+		return errNoValidateConfig(*path, given, err)
+	}
 	if err != nil {
 		fmt.Fprintln(stdout, err)
 		return errInvalid
@@ -71,6 +80,13 @@ func validate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintln(stdout, "OK")
 	_, err = io.WriteString(stdout, diff)
 	return err
+}
+
+// errNoValidateConfig is validate's missingConfig: what to check instead.
+func errNoValidateConfig(path string, given bool, err error) error {
+	return missingConfig(path, given, err,
+		"  sds-proxy validate -config FILE   check the config file FILE\n"+
+			"  sds-proxy demo                    run the built-in example; it prints the path of its sds.yaml, a start for yours")
 }
 
 // diffAgainst returns what applying local would change at the proxy whose
