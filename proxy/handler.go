@@ -67,9 +67,13 @@ type Handler struct {
 type snapshot struct {
 	*Config
 	transport http.RoundTripper
-	series    map[*Point]*metrics.Point // every point of Points and Routes
-	sources   []metrics.Source          // Points, as the metrics read them
-	routes    routeTable                // Routes compiled
+	// upgrades carries the requests that ask for a protocol upgrade
+	// (WebSocket): HTTP/1.1 always, since an upgrade has no HTTP/2 form
+	// (RFC 9113 §8.6), so that an h2c upstream gets them over HTTP/1.1.
+	upgrades http.RoundTripper
+	series   map[*Point]*metrics.Point // every point of Points and Routes
+	sources  []metrics.Source          // Points, as the metrics read them
+	routes   routeTable                // Routes compiled
 }
 
 // New returns a Handler serving cfg.
@@ -104,7 +108,7 @@ func New(cfg *Config, opts Options) *Handler {
 // in the new snapshot, beside cfg. Swap is not safe to call concurrently
 // with itself; it is safe with requests.
 func (h *Handler) Swap(cfg *Config) {
-	s := &snapshot{Config: cfg, transport: h.plain}
+	s := &snapshot{Config: cfg, transport: h.plain, upgrades: h.plain}
 	if cfg.UpstreamH2C {
 		if h.h2c == nil {
 			h.h2c = NewTransport(true)

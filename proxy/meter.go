@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+
+	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 )
@@ -101,7 +104,11 @@ type meter struct{}
 
 func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := callOf(req)
-	resp, err := c.snap.transport.RoundTrip(req)
+	transport := c.snap.transport
+	if req.Header.Get("Upgrade") != "" {
+		transport = c.snap.upgrades
+	}
+	resp, err := transport.RoundTrip(req)
 	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols && req.Header.Get("Upgrade") == "" {
 		// ReverseProxy would refuse it too, but without closing its body:
 		// through http.Transport that body is the upstream connection,
@@ -111,6 +118,9 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		c.failure = failureOf(c, req)
+		if c.failure == failTransport && isGRPC(req) {
+			c.h.grpcFailed(c, nil, err)
+		}
 		f := &failureError{kind: c.failure, err: err}
 		if p := c.point; p != nil && p.fallbackOnError && (f.kind == failTimeout || f.kind == failTransport) {
 			f.fallback = p.fallback
@@ -118,6 +128,9 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, f
 	}
 	c.answered = resp.StatusCode
+	if isGRPC(req) && !isGRPCResponse(resp) {
+		c.h.grpcFailed(c, resp, nil)
+	}
 	if c.point == nil {
 		return resp, nil
 	}
@@ -134,6 +147,30 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.respBody = upstreamBody{ReadCloser: resp.Body, c: c}
 	resp.Body = &c.respBody
 	return resp, nil
+}
+
+// grpcFailed logs why a gRPC call could not be forwarded: the transport
+// failed (err), or the upstream's answer (resp) is not gRPC's. Its client
+// sees only UNAVAILABLE or UNKNOWN with an HTTP status; this line says
+// why, and names h2c:// when the upstream is spoken to over HTTP/1.1,
+// which no gRPC server takes. It is throttled per point as the state
+// lines are (StateLogEvery), with the calls held back as repeats.
+func (h *Handler) grpcFailed(c *call, resp *http.Response, err error) {
+	name := ""
+	if c.point != nil {
+		name = c.point.name
+	}
+	why := "transport: "
+	if err != nil {
+		why += err.Error()
+	} else {
+		why = fmt.Sprintf("the upstream answered %d over %s with Content-Type %q, not a gRPC answer", resp.StatusCode, resp.Proto, resp.Header.Get("Content-Type"))
+	}
+	fields := []zap.Field{zap.String("point", name), zap.String("why", why)}
+	if u := c.snap.Upstream; u.Scheme == "http" && !c.snap.UpstreamH2C {
+		fields = append(fields, zap.String("hint", "gRPC needs HTTP/2 to the upstream, and an http:// upstream is called over HTTP/1.1: use h2c://"+u.Host))
+	}
+	h.stateLog.write(h.opts.Logger, stateKey{point: name, kind: grpcNotForwarded}, h.now(), true, "gRPC call not forwarded", fields...)
 }
 
 // failureOf tells why the upstream call of c, sent as req, produced no

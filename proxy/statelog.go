@@ -26,6 +26,9 @@ const (
 	changeDelayStarted
 	changeDelayEnded
 	changeRecovered
+	// grpcNotForwarded is not a state change: a gRPC call the upstream
+	// could not take (Handler.grpcFailed), throttled alike.
+	grpcNotForwarded
 	numChanges
 )
 

@@ -2,10 +2,11 @@
 // cmd/internal/upstream: the service the end-to-end tests put behind
 // sds-proxy, and a handy target for trying the proxy by hand.
 //
-//	sds-upstream [-listen 127.0.0.1:9000] [-h2c] [-latency 0s] [-slow-latency 500ms] [-error-rate 50]
+//	sds-upstream [-listen 127.0.0.1:9000] [-h2c] [-h2c-only] [-latency 0s] [-slow-latency 500ms] [-error-rate 50]
 //
 // -h2c also accepts cleartext HTTP/2 (for gRPC-style calls through an
-// h2c:// upstream).
+// h2c:// upstream); -h2c-only accepts nothing else, as a gRPC server such
+// as grpc-go's does (an HTTP/1.1 request finds its connection closed).
 //
 // Once serving it prints exactly one line, "listening HOST:PORT", on
 // stdout (so -listen 127.0.0.1:0 tells the caller its port). SIGTERM or
@@ -50,6 +51,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	slow := fs.Duration("slow-latency", upstream.DefaultSlowLatency, "latency of /api/slow")
 	errorRate := fs.Int("error-rate", upstream.DefaultErrorRate, "percent of /api/flaky requests answered 500")
 	h2c := fs.Bool("h2c", false, "also accept cleartext HTTP/2")
+	h2cOnly := fs.Bool("h2c-only", false, "accept cleartext HTTP/2 only, as a gRPC server does")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,8 +70,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(*h2c)
+	protocols.SetHTTP1(!*h2cOnly)
+	protocols.SetUnencryptedHTTP2(*h2c || *h2cOnly)
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
