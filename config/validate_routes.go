@@ -138,6 +138,8 @@ func (c *checker) match(n int, r Route) {
 		default:
 			if why := unroutablePath(v); why != "" {
 				c.p.add(c.val(l), "route %d: %s %q %s", n, field, v, why)
+			} else if e.key == keyMatchPathPrefix {
+				c.filePrefix(n, l, v)
 			}
 		}
 	}
@@ -150,6 +152,75 @@ func (c *checker) match(n int, r Route) {
 		}
 	}
 
+}
+
+// filePrefix warns when the pathPrefix p of route n (at l) ends in what
+// looks like a file's name without its extension, such as /index: a
+// prefix matches whole path segments (docs/semantics.md), so /index
+// matches /index and /index/..., never /index.html, and the route's point
+// never sees the requests its author most likely meant.
+//
+// The rule keeps false positives few, since an ordinary prefix names a
+// folder or an API resource (/api/orders, /app): it judges only a prefix
+// spelt as routed (plainPath), not ending in '/', whose last segment has
+// no '.' and is either a name that on the web is a file's, not a folder's
+// (fileExtension: index, favicon, robots, sitemap, ...), or a build
+// output's name (main, app, bundle, vendor, runtime, polyfills, style)
+// under a folder of static assets (static, assets, dist, build, public,
+// js, css). /index, /docs/index and /static/js/main are warned of;
+// /api/orders, /app, /static/img and /index/ are not.
+func (c *checker) filePrefix(n int, l loc, p string) {
+	if !plainPath(p) || strings.HasSuffix(p, "/") {
+		return
+	}
+	folder, name := p[:strings.LastIndex(p, "/")+1], p[strings.LastIndex(p, "/")+1:]
+	ext := fileExtension(name, folder)
+	if ext == "" {
+		return
+	}
+	c.p.warn(c.val(l), "route %[1]d: %[2]s %[3]q matches whole path segments, so it matches %[3]s and %[3]s/... but not %[3]s%[4]s; to match the file, write %[5]s: %[3]s%[4]s", n, keyMatchPathPrefix.name, p, ext, keyMatchPath.name)
+}
+
+// fileExtension returns the extension, with its dot, that a file called
+// name (a path segment with no '.') most often has on the web, when name
+// is one that a file has far more often than a folder: always for index,
+// favicon, robots and the like; for the names of build outputs (main, app,
+// bundle ...) only under folder, a path ending in '/', one of whose
+// segments is a folder of static assets. It returns "" for any other name.
+func fileExtension(name, folder string) string {
+	switch strings.ToLower(name) {
+	case "index":
+		return ".html"
+	case "favicon":
+		return ".ico"
+	case "robots", "humans":
+		return ".txt"
+	case "sitemap", "crossdomain", "browserconfig":
+		return ".xml"
+	case "apple-touch-icon":
+		return ".png"
+	case "service-worker":
+		return ".js"
+	case "main", "app", "bundle", "vendor", "vendors", "runtime", "polyfills", "style", "styles":
+	default:
+		return ""
+	}
+	assets, css := false, false
+	for seg := range strings.SplitSeq(strings.ToLower(folder), "/") {
+		switch seg {
+		case "css":
+			assets, css = true, true
+		case "static", "assets", "dist", "build", "public", "js":
+			assets = true
+		}
+	}
+	switch {
+	case !assets:
+		return ""
+	case css || strings.HasPrefix(strings.ToLower(name), "style"):
+		return ".css"
+	}
+	return ".js"
 }
 
 // unroutablePath says why no request could ever match the route path p,

@@ -90,3 +90,52 @@ func TestBareMillisWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestFilePrefixWarning: a pathPrefix whose last segment looks like a
+// file's name without its extension matches whole segments only, so
+// /index never matches /index.html: it is warned of at its value. Folder
+// and API prefixes are not.
+func TestFilePrefixWarning(t *testing.T) {
+	route := func(prefix string) string {
+		return strings.Replace(valid, "match: {}", "match: {pathPrefix: '"+prefix+"'}", 1) + "    visitThreshold: 1\n"
+	}
+	for _, tt := range []struct {
+		prefix string
+		want   []string
+	}{
+		{"/index", []string{`4:25: warning: route 1: pathPrefix "/index" matches whole path segments, so it matches /index and /index/... but not /index.html; to match the file, write path: /index.html`}},
+		{"/Index", []string{`4:25: warning: route 1: pathPrefix "/Index" matches whole path segments, so it matches /Index and /Index/... but not /Index.html`}},
+		{"/docs/index", []string{`4:25: warning: route 1: pathPrefix "/docs/index" matches whole path segments, so it matches /docs/index and /docs/index/... but not /docs/index.html`}},
+		{"/favicon", []string{`4:25: warning: route 1: pathPrefix "/favicon" matches whole path segments, so it matches /favicon and /favicon/... but not /favicon.ico`}},
+		{"/robots", []string{`4:25: warning: route 1: pathPrefix "/robots" matches whole path segments, so it matches /robots and /robots/... but not /robots.txt`}},
+		{"/sitemap", []string{`4:25: warning: route 1: pathPrefix "/sitemap"`}},
+		{"/static/main", []string{`4:25: warning: route 1: pathPrefix "/static/main" matches whole path segments, so it matches /static/main and /static/main/... but not /static/main.js`}},
+		{"/static/js/app", []string{`4:25: warning: route 1: pathPrefix "/static/js/app" matches whole path segments, so it matches /static/js/app and /static/js/app/... but not /static/js/app.js`}},
+		{"/assets/css/main", []string{`4:25: warning: route 1: pathPrefix "/assets/css/main" matches whole path segments, so it matches /assets/css/main and /assets/css/main/... but not /assets/css/main.css`}},
+		{"/dist/styles", []string{`4:25: warning: route 1: pathPrefix "/dist/styles" matches whole path segments, so it matches /dist/styles and /dist/styles/... but not /dist/styles.css`}},
+		// Not judged: folders, API resources, names with an extension,
+		// build names outside a folder of assets, other spellings.
+		{"/index/", nil},
+		{"/index.html", nil},
+		{"/indexes", nil},
+		{"/api/orders", nil},
+		{"/app", nil},
+		{"/main", nil},
+		{"/api/main", nil},
+		{"/static/img", nil},
+		{"/static/", nil},
+		{"/", nil},
+		{"/x/../index", nil},
+	} {
+		t.Run(tt.prefix, func(t *testing.T) {
+			checkProblems(t, warningsOf(t, route(tt.prefix), Options{}), tt.want)
+		})
+	}
+}
+
+// TestExactPathNoFileWarning: an exact path is what it says, /index
+// included: only prefixes are judged.
+func TestExactPathNoFileWarning(t *testing.T) {
+	src := strings.Replace(valid, "match: {}", "match: {path: /index}", 1) + "    visitThreshold: 1\n"
+	checkProblems(t, warningsOf(t, src, Options{}), nil)
+}

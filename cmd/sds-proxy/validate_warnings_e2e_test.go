@@ -30,6 +30,10 @@ func TestValidateWarnings(t *testing.T) {
 			"9:16: warning: delayTime is 30ms: a bare integer is milliseconds (as in SDS); did you mean 30s? (write 30ms if you meant milliseconds)",
 		}, false},
 		{"durations with units", "upstream: http://127.0.0.1:9000\nwindow: 10s\n" + pointRoute + "    visitThreshold: 5\n    delayTime: 30s\n    retryInterval: 1000\n", nil, false},
+		{"a prefix that looks like a file's name", "upstream: http://127.0.0.1:9000\n" + strings.Replace(pointRoute, "match: {}", "match: {pathPrefix: /index}", 1) + "    visitThreshold: 5\n", []string{
+			`4:25: warning: route 1: pathPrefix "/index" matches whole path segments, so it matches /index and /index/... but not /index.html; to match the file, write path: /index.html`,
+		}, false},
+		{"a folder's prefix", "upstream: http://127.0.0.1:9000\n" + strings.Replace(pointRoute, "match: {}", "match: {pathPrefix: /api/orders}", 1) + "    visitThreshold: 5\n", nil, false},
 		{"timeoutThreshold off beside a count", "upstream: http://127.0.0.1:9000\n" + pointRoute + "    timeoutThreshold: -1\n    timeoutCountThreshold: 5\n", []string{
 			"8:5: timeoutCountThreshold is set but timeoutThreshold is -1 (off): no call is ever counted as a timeout; set timeoutThreshold: 250ms or remove timeoutCountThreshold",
 		}, true},
