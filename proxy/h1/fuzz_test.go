@@ -16,8 +16,15 @@ import (
 // scriptedIdle is how long a scripted upstream waits for a connection's
 // next request before it closes the connection, as a server's keep-alive
 // timeout does. It only ends a client's wait for an answer the script left
-// incomplete: what a client receives does not depend on it.
-const scriptedIdle = 5 * time.Millisecond
+// incomplete: what a client receives does not depend on it. A new
+// connection's first request is waited for up to scriptedFirst: a client
+// sends it right after dialling, but on a loaded machine it may take
+// longer than scriptedIdle to be written, and closing the connection
+// before it would fail the client for a reason that is not the script's.
+const (
+	scriptedIdle  = 5 * time.Millisecond
+	scriptedFirst = 10 * time.Second
+)
 
 // maxScripted bounds each scripted answer, to keep a fuzz run's inputs
 // small.
@@ -33,8 +40,8 @@ func scriptedUpstream(t *testing.T, answers [][]byte) (addr string, connOf func(
 	}
 	u := newRawUpstream(t, func(c net.Conn, n int32) {
 		br := bufio.NewReader(c)
-		for {
-			c.SetReadDeadline(time.Now().Add(scriptedIdle))
+		for idle := scriptedFirst; ; idle = scriptedIdle {
+			c.SetReadDeadline(time.Now().Add(idle))
 			r, err := http.ReadRequest(br)
 			if err != nil {
 				return
