@@ -42,7 +42,7 @@ func commands() []command {
 			validate},
 		{"schema", "", "print the JSON Schema of sds.yaml, for editors (docs/sds.schema.json is a copy)",
 			schema},
-		{"status", "[-admin 127.0.0.1:9901] [-o table|json] [-timeout 5s]",
+		{"status", "[-admin 127.0.0.1:9901 | -config sds.yaml] [-o table|json] [-timeout 5s]",
 			"print the state of a running proxy's points, read from its admin port",
 			status},
 		{"force", "POINT degrade|pass|clear [-ttl 10m] [-reason TEXT] [-admin 127.0.0.1:9901] [-token-file F] [-timeout 5s]",

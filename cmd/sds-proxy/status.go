@@ -8,12 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/config"
 )
 
 // defaultAdmin is where `sds-proxy status` and `validate -diff` look for the
@@ -65,11 +69,14 @@ type statusFlags struct {
 
 // parseStatusFlags parses status's command line. A wrong one is errUsage,
 // after the reason and the usage went to stderr; -h prints the usage and
-// returns zero flags and no error.
+// returns zero flags and no error. The admin port is -admin when given,
+// else the admin address of the -config file (configAdmin), else
+// defaultAdmin; a -config file that does not say is an error (exit 1).
 func parseStatusFlags(args []string, stderr io.Writer) (statusFlags, error) {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("admin", defaultAdmin, "admin port: host:port or http://host:port")
+	addr := fs.String("admin", defaultAdmin, "admin port: host:port or http://host:port (wins over -config)")
+	configPath := fs.String("config", "", "the proxy's config file: its admin address is the admin port (wildcard hosts as 127.0.0.1)")
 	output := fs.String("o", "table", "output: table or json")
 	timeout := fs.Duration("timeout", 5*time.Second, "give up on the admin port after this long")
 	fs.Usage = func() { printUsage(fs) }
@@ -78,6 +85,15 @@ func parseStatusFlags(args []string, stderr io.Writer) (statusFlags, error) {
 		return statusFlags{}, nil
 	case err != nil:
 		return statusFlags{}, errUsage // the flag package printed why
+	}
+	adminGiven := false
+	fs.Visit(func(f *flag.Flag) { adminGiven = adminGiven || f.Name == "admin" })
+	if *configPath != "" && !adminGiven {
+		a, err := configAdmin(*configPath)
+		if err != nil {
+			return statusFlags{}, err
+		}
+		*addr = a
 	}
 	base, problem := adminURL(*addr)
 	switch {
@@ -94,6 +110,40 @@ func parseStatusFlags(args []string, stderr io.Writer) (statusFlags, error) {
 		return statusFlags{}, errUsage
 	}
 	return statusFlags{base: base, json: *output == "json", timeout: *timeout}, nil
+}
+
+// maxStatusConfig bounds what status reads of a -config file, in bytes:
+// config.ParseText refuses a file over 1 MiB, and the bound keeps a wrong
+// path (a device, a log) from being read whole.
+const maxStatusConfig = 4 << 20
+
+// configAdmin returns the admin address of the config file at path, as
+// the proxy would listen on it, with a wildcard host (0.0.0.0, ::, none)
+// made 127.0.0.1: the address status reaches from beside the proxy. The
+// file is parsed by config.ParseText, which reads none of the files it
+// names; its upstream is not asked for, as run may take it from
+// -upstream. A file that does not parse, or whose admin port is 0 (a free
+// port chosen at start, which the file cannot tell), is an error that
+// says to give -admin.
+func configAdmin(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("-config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxStatusConfig))
+	if err != nil {
+		return "", fmt.Errorf("-config: %w", err)
+	}
+	// A stand-in upstream: the file's own, or its absence, is not status's concern.
+	file, err := config.ParseText(path, data, config.Options{Upstream: "http://127.0.0.1:1"})
+	if err != nil {
+		return "", fmt.Errorf("-config %s does not parse, so its admin address is unknown; give -admin ADDR:\n%w", path, err)
+	}
+	if _, port, err := net.SplitHostPort(file.Admin); err != nil || port == "0" {
+		return "", fmt.Errorf("-config %s: admin %q has no fixed port to reach; give -admin ADDR", path, file.Admin)
+	}
+	return loopback(file.Admin), nil
 }
 
 // adminURL turns -admin into the admin port's base URL: a host:port gets

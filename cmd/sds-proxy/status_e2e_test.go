@@ -335,3 +335,38 @@ func TestStatusWithoutConfigFileE2E(t *testing.T) {
 		t.Errorf("validate -diff: exit %d, stdout %q, stderr %q, want 1, nothing on stdout, %q...", code, stdout, stderr, wantErr)
 	}
 }
+
+// TestStatusConfigE2E: a proxy whose config moved its admin port is found
+// by status -config FILE, which reads the admin address from the file; an
+// explicit -admin still wins, and a file whose admin port is 0 says to
+// give -admin.
+func TestStatusConfigE2E(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	admin := freePort(t)
+	e.config = filepath.Join(e.dir, "sds.yaml")
+	e.write(e.config, configHeader(e.upstream, "10s", 10)+"admin: "+admin+"\n"+pointRoute+"    visitThreshold: 100\n")
+	e.proxy = serving(t, startProcess(t, "sds-proxy", "run", "-config", e.config, "-listen", "127.0.0.1:0"))
+	if e.proxy.admin != "http://"+admin {
+		t.Fatalf("the proxy serves its admin port on %s, want the file's %s", e.proxy.admin, admin)
+	}
+
+	stdout, stderr, code := runCLI(t, "status", "-config", e.config)
+	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "config: "+e.config+" (sha256 ") || !strings.Contains(stdout, "\np ") {
+		t.Errorf("status -config: exit %d, stderr %q, stdout\n%s\nwant 0 and the table of %s", code, stderr, stdout, e.config)
+	}
+
+	gone := freePort(t)
+	_, stderr, code = runCLI(t, "status", "-config", e.config, "-admin", gone)
+	if code != 1 || !strings.Contains(stderr, "admin port at http://"+gone+" cannot be reached") {
+		t.Errorf("status -config -admin %s: exit %d, stderr %q, want 1 and the -admin address", gone, code, stderr)
+	}
+
+	zero := filepath.Join(e.dir, "zero.yaml")
+	e.write(zero, configHeader(e.upstream, "10s", 10)+"admin: 127.0.0.1:0\n")
+	_, stderr, code = runCLI(t, "status", "-config", zero)
+	want := "sds-proxy: -config " + zero + ": admin \"127.0.0.1:0\" has no fixed port to reach; give -admin ADDR\n"
+	if code != 1 || stderr != want {
+		t.Errorf("status -config with admin port 0: exit %d, stderr %q, want 1 and %q", code, stderr, want)
+	}
+}

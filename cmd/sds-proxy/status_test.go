@@ -335,3 +335,49 @@ routes changed (first match wins; - in force, + new, by position):
 		})
 	}
 }
+
+// TestStatusAdminFromConfig: status -config reaches the admin address of
+// the file, a wildcard host as 127.0.0.1, the default when the file has
+// none; an explicit -admin wins; a file that cannot tell is an error that
+// says to give -admin.
+func TestStatusAdminFromConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const points = "routes: [{point: p, match: {}}]\npoints:\n  p: {visitThreshold: 5, fallback: {bodyFile: missing.json}}\n"
+	for _, tc := range []struct {
+		name, file string
+		args       []string // after -config FILE
+		want       string   // the base URL; "" for an error
+		wantErr    string   // in the error
+	}{
+		{name: "wildcard", file: "admin: 0.0.0.0:9902\nupstream: http://127.0.0.1:9000\n" + points, want: "http://127.0.0.1:9902"},
+		{name: "no host", file: "admin: :9903\n" + points, want: "http://127.0.0.1:9903"},
+		{name: "IPv6 wildcard", file: "admin: '[::]:9904'\n" + points, want: "http://127.0.0.1:9904"},
+		{name: "an address", file: "admin: 10.0.0.7:9905\n" + points, want: "http://10.0.0.7:9905"},
+		{name: "default", file: "upstream: http://127.0.0.1:9000\n", want: "http://127.0.0.1:9901"},
+		{name: "-admin wins", file: "admin: 0.0.0.0:9902\n", args: []string{"-admin", "127.0.0.1:7000"}, want: "http://127.0.0.1:7000"},
+		{name: "port 0", file: "admin: 127.0.0.1:0\n", wantErr: `admin "127.0.0.1:0" has no fixed port to reach; give -admin ADDR`},
+		{name: "invalid", file: "admin: 0.0.0.0:9902\nwindow: soon\n", wantErr: "does not parse, so its admin address is unknown; give -admin ADDR:\n"},
+		{name: "missing", wantErr: "-config: open "},
+	} {
+		path := filepath.Join(dir, "missing.yaml")
+		if tc.file != "" {
+			path = write(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.file)
+		}
+		var stderr bytes.Buffer
+		got, err := parseStatusFlags(append([]string{"-config", path}, tc.args...), &stderr)
+		switch {
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: got %+v, %v; want an error with %q", tc.name, got, err, tc.wantErr)
+		case tc.wantErr == "" && (err != nil || got.base != tc.want):
+			t.Errorf("%s: got %q, %v (%s); want %q", tc.name, got.base, err, stderr.String(), tc.want)
+		}
+	}
+}
