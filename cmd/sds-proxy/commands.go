@@ -234,7 +234,8 @@ func writeHelp(w io.Writer) error {
 	var b strings.Builder
 	b.WriteString(`sds-proxy: a sidecar reverse proxy that degrades service points when they
 trip a threshold (timeouts, errors, visits, concurrency, a token bucket), as
-Didi's SDS does. The README has the whole contract.
+Didi's SDS does. The whole contract is in the docs/ folder of
+https://github.com/sds-proxy/sds-proxy (its README links each page).
 
 usage: sds-proxy [COMMAND] [FLAGS]     (run when no command is given)
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -174,6 +176,28 @@ func TestEditDistance(t *testing.T) {
 	} {
 		if got := editDistance(tc.a, tc.b); got != tc.want {
 			t.Errorf("editDistance(%q, %q): got %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestHelpNamesTheDocs: help says where the contract is, the docs/ folder,
+// which holds its pages (the commands, the config, the semantics, the
+// admin port), and does not send the reader to the README for it.
+func TestHelpNamesTheDocs(t *testing.T) {
+	t.Parallel()
+	var help strings.Builder
+	if err := writeHelp(&help); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(help.String(), "The whole contract is in the docs/ folder of\nhttps://github.com/sds-proxy/sds-proxy") {
+		t.Errorf("help:\n%s\nwant it to say that the contract is in the docs/ folder", help.String())
+	}
+	if strings.Contains(help.String(), "README has") {
+		t.Errorf("help:\n%s\nsays the README has the contract; it is in docs/", help.String())
+	}
+	for _, page := range []string{"commands.md", "configuration.md", "semantics.md", "admin.md"} {
+		if _, err := os.Stat(filepath.Join("..", "..", "docs", page)); err != nil {
+			t.Errorf("help sends the reader to docs/, which lacks %s: %v", page, err)
 		}
 	}
 }

@@ -27,6 +27,7 @@ func TestExitCodes(t *testing.T) {
 		stderr string // in stderr
 	}{
 		{[]string{"help"}, 0, "\n  validate  ", ""},
+		{[]string{"help"}, 0, "The whole contract is in the docs/ folder of\nhttps://github.com/sds-proxy/sds-proxy (its README links each page).\n", ""},
 		{[]string{"--help"}, 0, "exit codes:", ""},
 		{[]string{"-h"}, 0, "\n  demo  ", ""},
 		{[]string{"help", "status"}, 0, "usage: sds-proxy status", ""},

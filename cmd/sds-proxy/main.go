@@ -1,6 +1,7 @@
 // Command sds-proxy is a sidecar reverse proxy that enforces service
-// degradation in the manner of Didi's SDS. See the README for the
-// contract; `sds-proxy demo` runs it in front of a built-in demo service.
+// degradation in the manner of Didi's SDS. The contract is in docs/ (the
+// README links each page); `sds-proxy demo` runs it in front of a
+// built-in demo service.
 package main
 
 import (
