@@ -4,6 +4,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -83,6 +84,83 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !slices.Contains(copies, "sds.yaml "+cfgPath) {
 		t.Errorf("final stage COPY %q, want sds.yaml copied to %s (the manifests' -config)", copies, cfgPath)
+	}
+}
+
+// TestDockerfileDocumentationLink: the image's documentation label links
+// a heading that exists: the URL is the repository's, or one of its
+// Markdown files under /blob/main/, and its #anchor is the GitHub anchor
+// of a heading of that file (the README without a path).
+func TestDockerfileDocumentationLink(t *testing.T) {
+	t.Parallel()
+	const repo = "https://github.com/sds-proxy/sds-proxy"
+	df := parseDockerfile(t, "../../Dockerfile")
+	label := regexp.MustCompile(`(?:^|\s)org\.opencontainers\.image\.documentation="([^"]*)"`)
+	var link string
+	for _, ins := range df.final {
+		if m := label.FindStringSubmatch(ins[1]); ins[0] == "LABEL" && m != nil {
+			link = m[1]
+		}
+	}
+	page, anchor, _ := strings.Cut(link, "#")
+	file := "README.md"
+	if path, ok := strings.CutPrefix(page, repo+"/blob/main/"); ok {
+		file = path
+	} else if page != repo {
+		t.Fatalf("documentation label %q: want %s or %s/blob/main/FILE.md, with an optional #anchor", link, repo, repo)
+	}
+	if anchor == "" {
+		return
+	}
+	data, err := os.ReadFile("../../" + file)
+	if err != nil {
+		t.Fatalf("documentation label %q: %v", link, err)
+	}
+	anchors := headingAnchors(string(data))
+	if !slices.Contains(anchors, anchor) {
+		t.Errorf("documentation label %q: %s has no heading with the anchor #%s; its anchors: %s", link, file, anchor, strings.Join(anchors, " "))
+	}
+}
+
+// headingAnchors returns the anchors GitHub gives the ATX headings (# to
+// ######) of a Markdown text, outside fenced code: the heading's text in
+// lower case, without the characters other than letters, digits, spaces,
+// hyphens and underscores, spaces made hyphens. A repeated anchor gets
+// -1, -2... as on GitHub.
+func headingAnchors(markdown string) []string {
+	heading := regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
+	drop := regexp.MustCompile(`[^\p{L}\p{N} _-]`)
+	seen := map[string]int{}
+	var anchors []string
+	fenced := false
+	for _, line := range strings.Split(markdown, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		m := heading.FindStringSubmatch(line)
+		if fenced || m == nil {
+			continue
+		}
+		a := strings.ReplaceAll(drop.ReplaceAllString(strings.ToLower(m[1]), ""), " ", "-")
+		if n := seen[a]; n > 0 {
+			anchors = append(anchors, a+"-"+strconv.Itoa(n))
+		} else {
+			anchors = append(anchors, a)
+		}
+		seen[a]++
+	}
+	return anchors
+}
+
+// TestHeadingAnchors: GitHub's anchors, on the shapes of this repository's
+// headings.
+func TestHeadingAnchors(t *testing.T) {
+	t.Parallel()
+	got := headingAnchors("# sds-proxy\n## Quick start\n```sh\n# a comment\n```\n## On a real kubelet: `deploy/cluster`\n### Termination order: why a rollout gives no 502\n## Quick start\n")
+	want := []string{"sds-proxy", "quick-start", "on-a-real-kubelet-deploycluster", "termination-order-why-a-rollout-gives-no-502", "quick-start-1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
