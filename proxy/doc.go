@@ -20,7 +20,7 @@
 // UpstreamTimeout. Run settles the points every TickInterval (record.go).
 //
 // What it leaves to other packages: route matching and path normal form
-// (proxy/route), the metrics and traffic figures (proxy/metrics), the
+// (route), the metrics and traffic figures (proxy/metrics), the
 // HTTP/1.1 client (proxy/h1), the admin port (proxy/admin), connection
 // limits (proxy/connlimit), the event history (proxy/events) and the
 // fleet-wide bucket (proxy/cluster).

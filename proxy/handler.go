@@ -18,7 +18,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 	"github.com/sds-proxy/sds-proxy/proxy/h1"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
-	"github.com/sds-proxy/sds-proxy/proxy/route"
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // StatusClientClosedRequest is logged for a client that went away before

@@ -25,7 +25,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
-	"github.com/sds-proxy/sds-proxy/proxy/route"
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 func TestForwardedHeaders(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
-	"github.com/sds-proxy/sds-proxy/proxy/route"
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // family returns the metric family name gathered from reg, or nil.

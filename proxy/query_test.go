@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/sds-proxy/sds-proxy/proxy"
-	"github.com/sds-proxy/sds-proxy/proxy/route"
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // TestUpstreamGetsRawQuery: the upstream is sent the query byte for byte

@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
-	"github.com/sds-proxy/sds-proxy/proxy/route"
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // Route maps the requests its Rule matches to a point. Build it with

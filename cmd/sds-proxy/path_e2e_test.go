@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/sds-proxy/sds-proxy/config"
-	"github.com/sds-proxy/sds-proxy/proxy/route"
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // pathRoutes: every point but open and echo degrades every request

@@ -8,7 +8,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
-	"github.com/sds-proxy/sds-proxy/proxy/route"
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // translateShared turns a validated config file into the request path's

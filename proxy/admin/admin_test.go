@@ -24,7 +24,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
-	"github.com/sds-proxy/sds-proxy/proxy/route"
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // adminT0 is the instant of the admin tests' requests, half-way into a
