@@ -488,7 +488,7 @@ func (m *model) judge(now int64, c Counts, pr Priority) Verdict {
 	switch {
 	case visit >= 0 && over(Visit, passed, visit):
 	case m.interval() != 0 && !m.tokensFor(now, share(m.capacity(), pct)):
-		v.Strategy, v.Count, v.Threshold = TokenBucket, 0, m.capacity()
+		v.Strategy, v.Count, v.Threshold = TokenBucket, m.capacity()-m.credit/m.interval(), m.capacity()
 		if pct < 100 && m.tokenAvailable(now) {
 			v.Threshold, v.Sheddable = share(m.capacity(), pct), true
 		}

@@ -93,8 +93,10 @@ type Verdict struct {
 	// be set on an allowed request: in shadow mode, or when the
 	// DowngradeRate draw let a tripped request through.
 	Strategy Strategy
-	// Count and Threshold are the figures behind the trip (for example
-	// visits-degraded and VisitThreshold). Zero when nothing tripped.
+	// Count and Threshold are the figures behind the trip, as a Reading
+	// has them (for example visits-degraded and VisitThreshold; for
+	// TokenBucket the tokens used, the capacity less the tokens left, and
+	// the capacity). Zero when nothing tripped.
 	Count, Threshold int64
 	// Shadow: the request would have been degraded, but the point is in
 	// shadow mode so it is forwarded.
@@ -448,7 +450,7 @@ func (p *Point) judge(now time.Time, cur int64, pr Priority) (j judgement) {
 			capacity = shareOf(capacity, p.sheddable)
 		}
 		if !p.takeToken(now, capacity) {
-			j.v.Strategy, j.v.Count, j.v.Threshold = TokenBucket, 0, p.tokenCapacity
+			j.v.Strategy, j.v.Count, j.v.Threshold = TokenBucket, p.tokenCapacity-p.tokens(now), p.tokenCapacity
 			if shed && p.tokenAvailable(now) {
 				j.v.Threshold, j.v.Sheddable = capacity, true
 			}

@@ -121,14 +121,14 @@ func TestTokenBucket(t *testing.T) {
 			}
 			pass(t, p, int(tc.capacity), at(0), OK)
 			v, _ := enter(p, at(tc.interval-1))
-			want(t, "empty bucket", v, false, TokenBucket, 0, tc.capacity)
+			want(t, "empty bucket", v, false, TokenBucket, tc.capacity, tc.capacity) // every token used
 			pass(t, p, 1, at(tc.interval), OK) // one token refilled
 			v, _ = enter(p, at(tc.interval))
-			want(t, "empty again", v, false, TokenBucket, 0, tc.capacity)
+			want(t, "empty again", v, false, TokenBucket, tc.capacity, tc.capacity) // every token used
 			// A long idle time refills up to the capacity only.
 			pass(t, p, int(tc.capacity), at(time.Hour), OK)
 			v, _ = enter(p, at(time.Hour))
-			want(t, "after an hour", v, false, TokenBucket, 0, tc.capacity)
+			want(t, "after an hour", v, false, TokenBucket, tc.capacity, tc.capacity) // every token used
 		})
 	}
 	t.Run("only forwarded requests take tokens", func(t *testing.T) {

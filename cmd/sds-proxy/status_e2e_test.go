@@ -370,3 +370,29 @@ func TestStatusConfigE2E(t *testing.T) {
 		t.Errorf("status -config with admin port 0: exit %d, stderr %q, want 1 and %q", code, stderr, want)
 	}
 }
+
+// TestStatusTokenBucketE2E: a token bucket's trip is shown as the tokens
+// used of its capacity (docs/semantics.md, state model), in LAST TRIP as
+// in REASON and in /status's lastTrip: 5/5 for an emptied bucket of 5,
+// not 0/5.
+func TestStatusTokenBucketE2E(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "10s", 10, pointRoute+"    tokenBucketGeneratedTokensInSecond: 1\n    tokenBucketSize: 5\n    fallback: {status: 429}\n")
+	// 5 tokens, 1 more a second: a few more calls than that empty it,
+	// however slow the machine.
+	tripped := false
+	for i := 0; i < 100 && !tripped; i++ {
+		tripped = e.get("/").degraded() == "token_bucket; point=p"
+	}
+	if !tripped {
+		t.Fatal("100 calls did not empty a bucket of 5 tokens filled at 1 a second")
+	}
+	stdout, stderr, code := runCLI(t, "status", "-admin", e.proxy.admin)
+	lastTrip := regexp.MustCompile(`token_bucket (\d+)/(\d+) \S+ ago`).FindStringSubmatch(stdout)
+	if code != 0 || lastTrip == nil || lastTrip[1] != "5" || lastTrip[2] != "5" {
+		t.Errorf("status: exit %d, stderr %q, stdout\n%s\nwant LAST TRIP token_bucket 5/5 (the tokens used of 5)", code, stderr, stdout)
+	}
+	if p := e.point("p"); p.LastTrip == nil || p.LastTrip.Count != 5 || p.LastTrip.Threshold != 5 {
+		t.Errorf("/status lastTrip: got %+v, want token_bucket count 5, threshold 5", p.LastTrip)
+	}
+}
