@@ -74,25 +74,26 @@ func TestEventHistory(t *testing.T) {
 		t.Errorf("state after the delay = %v, want closed", got)
 	}
 
+	// The second probe, trip and delay start fold into the first
+	// (events.FoldWithin): the same kind within a minute.
 	type entry struct {
-		at     time.Duration
-		kind   events.Kind
-		detail string
+		at      time.Duration
+		kind    events.Kind
+		detail  string
+		repeats int
+		last    time.Duration
 	}
 	var got []entry
 	for _, e := range history.PointSince("p", time.Time{}) {
-		got = append(got, entry{e.At.Sub(t0), e.Kind, e.Detail})
+		got = append(got, entry{e.At.Sub(t0), e.Kind, e.Detail, e.Repeats, max(e.Last.Sub(t0), 0)})
 	}
 	want := []entry{
-		{100 * time.Millisecond, events.Trip, "exception 1 >= 1"},
-		{100 * time.Millisecond, events.DelayStart, "for 10s"},
-		{2100 * time.Millisecond, events.Probe, ""},
-		{2100 * time.Millisecond, events.ProbeFailed, "exception"},
-		{4100 * time.Millisecond, events.Probe, ""},
-		{4100 * time.Millisecond, events.DelayEnd, "probe passed"},
-		{5*time.Second + 1, events.Trip, "exception 1 >= 1"},
-		{5*time.Second + 1, events.DelayStart, "for 10s"},
-		{15*time.Second + 1, events.DelayEnd, "delay time passed"},
+		{100 * time.Millisecond, events.Trip, "exception 1 >= 1", 1, 5*time.Second + 1},
+		{100 * time.Millisecond, events.DelayStart, "for 10s", 1, 5*time.Second + 1},
+		{2100 * time.Millisecond, events.Probe, "", 1, 4100 * time.Millisecond},
+		{2100 * time.Millisecond, events.ProbeFailed, "exception", 0, 0},
+		{4100 * time.Millisecond, events.DelayEnd, "probe passed", 0, 0},
+		{15*time.Second + 1, events.DelayEnd, "delay time passed", 0, 0},
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("history:\n got %v\nwant %v", got, want)

@@ -281,6 +281,13 @@ type statusPoint struct {
 		Reason string    `json:"reason"`
 		Until  time.Time `json:"until"`
 	} `json:"forced"`
+	// Events is the point's event history; a trip's repeats are the
+	// trips folded into it.
+	Events []struct {
+		At      time.Time `json:"at"`
+		Kind    string    `json:"kind"`
+		Repeats int       `json:"repeats"`
+	} `json:"events"`
 }
 
 type statusReading struct {
@@ -330,6 +337,7 @@ func writeStatusTable(w io.Writer, doc *statusDocument) error {
 		lastTrip := "-"
 		if t := p.LastTrip; t != nil {
 			lastTrip = fmt.Sprintf("%s %d/%d %s ago", t.Strategy, t.Count, t.Threshold, age(doc.Now, t.At))
+			lastTrip += tripCount(doc.Now, p)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cell(p.Name), cell(p.Mode), state(p), reason(doc.Now, p),
 			rps, errPercent, p50, p99, p.Window.InFlight, lastTrip)
@@ -340,6 +348,26 @@ func writeStatusTable(w io.Writer, doc *statusDocument) error {
 	tw.Flush()
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// tripCount is what the LAST TRIP cell adds when p's event history holds
+// more than one trip, repeats included: ", N trips in D", D from the first
+// of them to now; "" otherwise.
+func tripCount(now time.Time, p *statusPoint) string {
+	n, first := 0, now
+	for _, e := range p.Events {
+		if e.Kind != "trip" {
+			continue
+		}
+		n += 1 + e.Repeats
+		if e.At.Before(first) {
+			first = e.At
+		}
+	}
+	if n < 2 {
+		return ""
+	}
+	return fmt.Sprintf(", %d trips in %s", n, age(now, first))
 }
 
 // statusHeader is the line above the table: the config in force and the

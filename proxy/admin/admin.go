@@ -97,8 +97,9 @@ type Options struct {
 	Cluster func(now time.Time) cluster.Status
 }
 
-// History is how far back /status shows events: the dashboard's timeline.
-const History = 15 * time.Minute
+// History is how far back /status shows events: the dashboard's timeline,
+// and the span the event history keeps under its bounds (events.Span).
+const History = events.Span
 
 // Most events /status shows: overall, and per point.
 const (
@@ -151,7 +152,7 @@ const (
 //	      "change": "..."                  // what this attempt changed; omitted when empty (rejected, unchanged)
 //	    }
 //	  },
-//	  "events": [event, ...],              // every event of the last 15 minutes, oldest first by "at", at most 500
+//	  "events": [event, ...],              // every event that happened or repeated in the last 15 minutes, oldest first by "at", at most 500
 //	  "cluster": {                         // the Redis of the shared token buckets; omitted without cluster:
 //	    "up": bool,                        // Redis answered the last call; false before the first
 //	    "since": time,                     // when up last changed; omitted before the first call
@@ -208,7 +209,7 @@ const (
 //	        "bucketSeconds": 1,
 //	        "buckets": [{"visits": n, "degraded": n, "exceptions": n, "timeouts": n}, ...]  // oldest first
 //	      },
-//	      "events": [event, ...],          // this point's events of the last 15 minutes, oldest first by "at", at most 50
+//	      "events": [event, ...],          // this point's events that happened or repeated in the last 15 minutes, oldest first by "at", at most 50
 //	      "cluster": {                     // the point's shared token bucket; omitted without clusterTokenBucket
 //	        "shared": bool,                // true: requests spend Redis's lease; false: the local share
 //	        "tokensPerSecond": n, "size": n,
@@ -239,11 +240,16 @@ const (
 //	 "strategy": "visit",      // trip, delay_start, probe, probe_failed
 //	 "shadow": true,           // omitted when false: an event of a shadow point, nothing was degraded
 //	 "detail": "visit 21 > 20",
-//	 "repeats": n, "last": time}  // a trip: how often a flapping point tripped again within 2s of
-//	                              // recovering, and when last (events.FlapHold); omitted when 0
+//	 "repeats": n, "last": time}  // later occurrences folded into this event and when the last was; omitted when 0
 //
-// A point's recovery enters the history 2s after it happened, unless the
-// point trips again meanwhile.
+// A point's trip, recovery, delay start or end, probe or failed probe
+// folds into its latest event of the same kind, strategy and shadow (and
+// but for a trip the same detail) when that last happened within 1m
+// (events.FoldWithin), or whenever it did while the history holds only
+// events of the last 15 minutes: "at" and "detail" stay the first
+// occurrence's. A point's recovery enters the history 2s after it
+// happened, unless the point trips again meanwhile (the trip then folds
+// into the trip before, and the recovery is dropped).
 func New(opts Options) http.Handler {
 	a := &server{opts: opts}
 	if a.opts.Now == nil {

@@ -226,6 +226,43 @@ func TestAdminDashboardChromium(t *testing.T) {
 		}
 	})
 
+	// A storm's repeats fold into one event each (events.FoldWithin): the
+	// card lists its events by when each last happened, so a trip that
+	// began 20 minutes ago and still repeats stays on it, and each says how
+	// often and when last; the sparkline counts every trip.
+	t.Run("repeats", func(t *testing.T) {
+		f := newAdminFixture(t, adminPoint{name: "orders.storm", path: "/storm", settings: func(s *limiter.Settings) { s.VisitThreshold = limiter.At(20) }})
+		ago := func(d time.Duration) time.Time { return adminT0.Add(-d) }
+		feed := []events.Event{
+			{At: ago(14 * time.Minute), Kind: events.Probe, Strategy: "visit"},
+			{At: ago(13 * time.Minute), Kind: events.DelayStart, Strategy: "visit", Detail: "for 30s"},
+			{At: ago(12 * time.Minute), Kind: events.DelayEnd, Detail: "probe passed"},
+			{At: ago(11*time.Minute + 50*time.Second), Kind: events.Recover, Detail: "a request passed"},
+		}
+		for d := 20 * time.Minute; d >= 30*time.Second; d -= 30 * time.Second { // 40 trips
+			feed = append(feed, events.Event{At: ago(d), Kind: events.Trip, Strategy: "visit", Detail: "visit 21 > 20"})
+		}
+		for d := 5 * time.Minute; d >= 10*time.Second; d -= 10 * time.Second { // 30 failed probes
+			feed = append(feed, events.Event{At: ago(d), Kind: events.ProbeFailed, Strategy: "visit", Detail: "timeout"})
+		}
+		slices.SortStableFunc(feed, func(a, b events.Event) int { return a.At.Compare(b.At) })
+		for _, e := range feed {
+			e.Point = "orders.storm"
+			f.events.Add(e)
+		}
+		f.events.Flush(adminT0)
+		card := cardHTML(t, dumpDOM(t, f.srv.URL+"/"), "orders.storm")
+		for _, want := range []string{
+			`<span class="ev ev-trip">trip</span> visit 21 &gt; 20 (flapping: 40 trips, last 11:59:30)</li>`,
+			`timeout (30 times, last 11:59:50)</li>`,
+			`· 40 trips since 11:40:00`,
+		} {
+			if !strings.Contains(card, want) {
+				t.Errorf("card: got\n%s\nwant it to contain %q", card, want)
+			}
+		}
+	})
+
 	t.Run("no points", func(t *testing.T) {
 		f := newAdminFixture(t)
 		dom := dumpDOM(t, f.srv.URL+"/")

@@ -49,9 +49,15 @@ type Event struct {
 	// Detail is a short human text: a trip's figures, what a reload
 	// changed, why a reload was rejected.
 	Detail string
-	// Repeats counts the times a flapping point tripped again within
-	// FlapHold of recovering, folded into this trip (0: none); Last is
-	// when it last did.
+	// Repeats counts the later occurrences folded into this event (0:
+	// none), and Last is when the last of them happened (zero with none).
+	// At and Detail stay the first occurrence's. A point's event folds
+	// into its latest one of the same kind, strategy and shadow (and, but
+	// for a trip, whose figures vary, the same detail) that happened
+	// within FoldWithin before it, or at any time before it while the
+	// history holds only events of the last Span (Log); a trip within
+	// FlapHold of the recovery before it folds into the trip before
+	// that.
 	Repeats int
 	Last    time.Time
 }
@@ -59,15 +65,32 @@ type Event struct {
 // FlapHold is how long a point's recovery is held back before it enters
 // the history. A trip of the same point with the same strategy within it
 // (a point that flaps at its threshold, tripping and recovering bucket
-// after bucket) folds into the trip before it as a repeat, instead of
-// adding a recovery and a trip each time: a few flapping points would
-// otherwise push everything else out of the history in a minute.
+// after bucket) folds into the trip before it as a repeat, and the
+// recovery is dropped, instead of adding a recovery and a trip each time.
 const FlapHold = 2 * time.Second
+
+// FoldWithin is how close to the last occurrence of a point's trip,
+// recovery, delay's start or end, probe or failed probe another of the
+// same must be to fold into it as a repeat (Event.Repeats). A point that
+// trips, enters its delay, probes and recovers over and over under a storm
+// then keeps one event of each kind instead of one per occurrence, which
+// would push everything else out of the history within a minute. A force
+// or its end and the global events (reloads) never fold.
+const FoldWithin = time.Minute
+
+// Span is how far back the history is to reach: the admin port shows the
+// events of the last Span. While adding an event would push out of the
+// history one that happened within Span of it, a point's event folds into
+// its latest one of the same kind whenever that happened (FoldWithin
+// lifted), so that the bounds hold the last Span unless more kinds of
+// events happen in it than the bounds can hold.
+const Span = 15 * time.Minute
 
 // Log is a bounded history: the last Global events of every kind, and
 // for each point its last PerPoint events, so that a noisy point cannot
-// push a quiet one's trip out. Recoveries are held back for FlapHold. The
-// zero Log is not usable; use New. A Log is safe for concurrent use.
+// push a quiet one's trip out. Repeats fold (FoldWithin, Span) and
+// recoveries are held back for FlapHold. The zero Log is not usable; use
+// New. A Log is safe for concurrent use.
 type Log struct {
 	mu       sync.Mutex
 	global   ring
@@ -75,10 +98,46 @@ type Log struct {
 	perPoint int
 }
 
-// pointLog is one point's history, and its recovery held back, if any.
+// pointLog is one point's history, its recovery held back, if any, and
+// the latest event of each fold key that its ring still holds.
 type pointLog struct {
 	ring
-	held *Event // a Recover not yet in the history (FlapHold)
+	held   *Event // a Recover not yet in the history (FlapHold)
+	latest map[foldKey]*Event
+}
+
+// foldKey is what makes two events of a point repeats of one another.
+type foldKey struct {
+	kind     Kind
+	strategy string
+	shadow   bool
+	detail   string // "" for a trip: its figures vary from trip to trip
+}
+
+// foldable reports whether e may fold into an earlier event of its point,
+// and under what key.
+func foldable(e *Event) (foldKey, bool) {
+	switch e.Kind {
+	case Trip:
+		return foldKey{kind: e.Kind, strategy: e.Strategy, shadow: e.Shadow}, true
+	case Recover, DelayStart, DelayEnd, Probe, ProbeFailed:
+		return foldKey{kind: e.Kind, strategy: e.Strategy, shadow: e.Shadow, detail: e.Detail}, true
+	}
+	return foldKey{}, false
+}
+
+// lastAt is when e last happened: its last repeat's time, or its own.
+func (e *Event) lastAt() time.Time {
+	if e.Repeats > 0 {
+		return e.Last
+	}
+	return e.At
+}
+
+// fold counts an occurrence at at as a repeat of e.
+func (e *Event) fold(at time.Time) {
+	e.Repeats++
+	e.Last = at
 }
 
 // ring holds the last len(buf) events; next is where the next one goes.
@@ -92,12 +151,20 @@ type ring struct {
 
 func newRing(n int) ring { return ring{buf: make([]*Event, n)} }
 
-func (r *ring) add(e *Event) {
-	r.buf[r.next] = e
+// add puts e in the ring and returns the event it pushed out, or nil.
+func (r *ring) add(e *Event) (out *Event) {
+	out, r.buf[r.next] = r.buf[r.next], e
 	r.next++
 	if r.next == len(r.buf) {
 		r.next, r.full = 0, true
 	}
+	return out
+}
+
+// pushesOut reports whether adding an event would push out one that last
+// happened at or after t.
+func (r *ring) pushesOut(t time.Time) bool {
+	return r.full && !r.buf[r.next].lastAt().Before(t)
 }
 
 // last returns the newest event, or nil.
@@ -139,42 +206,70 @@ func New(global, perPoint int) *Log {
 }
 
 // Add records e, which happened after every event already added. It is
-// cheap (one lock, one allocation) and meant for state changes, never for
-// every request. A point's Recover is held back for FlapHold (Flush adds
-// it): a Trip of the point with the same strategy within FlapHold of it
-// drops it and counts as a repeat of the trip before.
+// cheap (one lock, one allocation) and meant for state changes, never
+// for every request; e's Repeats and Last are ignored. A point's event
+// may fold into an earlier one as a repeat (Event.Repeats). A point's
+// Recover is held back for FlapHold (Flush adds it): a Trip of the point
+// with the same strategy within FlapHold of it drops it and counts as a
+// repeat of the trip before.
 func (l *Log) Add(e Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	e.Repeats, e.Last = 0, time.Time{}
 	if e.Point == "" {
 		l.global.add(&e)
 		return
 	}
 	pl := l.points[e.Point]
 	if pl == nil {
-		pl = &pointLog{ring: newRing(l.perPoint)}
+		pl = &pointLog{ring: newRing(l.perPoint), latest: make(map[foldKey]*Event)}
 		l.points[e.Point] = pl
 	}
 	if held := pl.held; held != nil {
 		pl.held = nil
 		if trip := pl.last(); e.Kind == Trip && trip != nil && trip.Kind == Trip &&
 			trip.Strategy == e.Strategy && trip.Shadow == e.Shadow && e.At.Sub(held.At) < FlapHold {
-			trip.Repeats++
-			trip.Last = e.At
+			trip.fold(e.At)
 			return
 		}
-		l.add(pl, held)
+		l.put(pl, held)
 	}
 	if e.Kind == Recover {
 		pl.held = &e
 		return
 	}
-	l.add(pl, &e)
+	l.put(pl, &e)
 }
 
+// put folds e into the latest event of pl with its fold key, when that
+// happened within FoldWithin before it, or at all while adding e would
+// push out of the history an event of the last Span; otherwise it adds e.
+func (l *Log) put(pl *pointLog, e *Event) {
+	key, ok := foldable(e)
+	if !ok {
+		l.add(pl, e)
+		return
+	}
+	if prev := pl.latest[key]; prev != nil {
+		since := e.At.Add(-Span)
+		if e.At.Sub(prev.lastAt()) < FoldWithin || l.global.pushesOut(since) || pl.pushesOut(since) {
+			prev.fold(e.At)
+			return
+		}
+	}
+	l.add(pl, e)
+	pl.latest[key] = e
+}
+
+// add adds e to the global history and to pl's, and forgets pl's latest
+// event of a fold key once pl's ring no longer holds it.
 func (l *Log) add(pl *pointLog, e *Event) {
 	l.global.add(e)
-	pl.add(e)
+	if out := pl.add(e); out != nil {
+		if key, ok := foldable(out); ok && pl.latest[key] == out {
+			delete(pl.latest, key)
+		}
+	}
 }
 
 // Flush adds the recoveries held back for FlapHold or longer at now. Call
@@ -184,7 +279,7 @@ func (l *Log) Flush(now time.Time) {
 	defer l.mu.Unlock()
 	for _, pl := range l.points {
 		if pl.held != nil && now.Sub(pl.held.At) >= FlapHold {
-			l.add(pl, pl.held)
+			l.put(pl, pl.held)
 			pl.held = nil
 		}
 	}

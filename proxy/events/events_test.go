@@ -23,11 +23,11 @@ func TestLogBounds(t *testing.T) {
 		t.Fatalf("empty log: %v", got)
 	}
 	l.Add(Event{At: t0, Kind: Trip, Point: "quiet"})
-	for i := range 5 {
-		l.Add(Event{At: t0.Add(time.Duration(i+1) * time.Second), Kind: Probe, Point: "noisy"})
+	for i := range 5 { // forces, which never fold into one another
+		l.Add(Event{At: t0.Add(time.Duration(i+1) * time.Second), Kind: Force, Point: "noisy"})
 	}
 	l.Add(Event{At: t0.Add(6 * time.Second), Kind: Reload})
-	if got, want := kinds(l.Since(time.Time{})), []string{"noisy:probe", "noisy:probe", "noisy:probe", ":reload"}; !slices.Equal(got, want) {
+	if got, want := kinds(l.Since(time.Time{})), []string{"noisy:force", "noisy:force", "noisy:force", ":reload"}; !slices.Equal(got, want) {
 		t.Errorf("global = %v, want %v", got, want)
 	}
 	// The noisy point pushed the quiet one's trip out of the global
@@ -39,7 +39,7 @@ func TestLogBounds(t *testing.T) {
 		t.Errorf("noisy = %v, want its last two", got)
 	}
 	if got := l.Since(t0.Add(5 * time.Second)); len(got) != 2 {
-		t.Errorf("since +5s = %v, want the last probe and the reload", got)
+		t.Errorf("since +5s = %v, want the last force and the reload", got)
 	}
 	l.Keep([]string{"noisy"})
 	if got := l.PointSince("quiet", time.Time{}); got != nil {
@@ -71,11 +71,13 @@ func TestLogFlapping(t *testing.T) {
 	if got := kinds(l.PointSince("p", time.Time{})); !slices.Equal(got, []string{"p:trip", "p:recover"}) {
 		t.Errorf("after the hold: %v, want trip then recover", got)
 	}
-	// A trip by another strategy, or after the hold, is an event of its own.
-	l.Add(Event{At: at(20 * time.Second), Kind: Trip, Point: "p", Strategy: "visit"})
-	l.Add(Event{At: at(21 * time.Second), Kind: Recover, Point: "p"})
-	l.Add(Event{At: at(21*time.Second + 1), Kind: Trip, Point: "p", Strategy: "exception"})
-	l.Add(Event{At: at(22 * time.Second), Kind: Reload})
+	// A trip by another strategy, or after the hold and FoldWithin, is an
+	// event of its own.
+	later := 5*time.Second + 100*time.Millisecond + FoldWithin
+	l.Add(Event{At: at(later), Kind: Trip, Point: "p", Strategy: "visit"})
+	l.Add(Event{At: at(later + time.Second), Kind: Recover, Point: "p"})
+	l.Add(Event{At: at(later + time.Second + 1), Kind: Trip, Point: "p", Strategy: "exception"})
+	l.Add(Event{At: at(later + 2*time.Second), Kind: Reload})
 	want := []string{"p:trip", "p:recover", "p:trip", "p:recover", "p:trip", ":reload"}
 	if got := kinds(l.Since(time.Time{})); !slices.Equal(got, want) {
 		t.Errorf("global: %v, want %v", got, want)
@@ -107,5 +109,212 @@ func TestLogOrderedByTime(t *testing.T) {
 	}
 	if got, want := kinds(l.PointSince("a", time.Time{})), []string{"a:trip", "a:recover"}; !slices.Equal(got, want) {
 		t.Errorf("PointSince a: got %v, want %v", got, want)
+	}
+}
+
+// TestLogFold: a point's event folds into its latest one of the same kind,
+// strategy, shadow and (but for a trip) detail when that happened within
+// FoldWithin before it; a force, its end and global events never fold.
+func TestLogFold(t *testing.T) {
+	ev := func(d time.Duration, kind Kind, point, strategy, detail string) Event {
+		return Event{At: t0.Add(d), Kind: kind, Point: point, Strategy: strategy, Detail: detail}
+	}
+	shadow := func(e Event) Event { e.Shadow = true; return e }
+	for _, tc := range []struct {
+		name          string
+		first, second Event
+		fold          bool
+	}{
+		{"trip just within FoldWithin", ev(0, Trip, "p", "visit", "visit 21 > 20"), ev(FoldWithin-1, Trip, "p", "visit", "visit 21 > 20"), true},
+		{"trip at FoldWithin", ev(0, Trip, "p", "visit", "visit 21 > 20"), ev(FoldWithin, Trip, "p", "visit", "visit 21 > 20"), false},
+		{"trip with other figures", ev(0, Trip, "p", "visit", "visit 21 > 20"), ev(10*time.Second, Trip, "p", "visit", "visit 25 > 20"), true},
+		{"trip by another strategy", ev(0, Trip, "p", "visit", ""), ev(10*time.Second, Trip, "p", "exception", ""), false},
+		{"shadow trip after a trip", ev(0, Trip, "p", "visit", ""), shadow(ev(10*time.Second, Trip, "p", "visit", "")), false},
+		{"trip of another point", ev(0, Trip, "p", "visit", ""), ev(10*time.Second, Trip, "q", "visit", ""), false},
+		{"failed probe, same cause", ev(0, ProbeFailed, "p", "visit", "timeout"), ev(30*time.Second, ProbeFailed, "p", "visit", "timeout"), true},
+		{"failed probe, other cause", ev(0, ProbeFailed, "p", "visit", "timeout"), ev(30*time.Second, ProbeFailed, "p", "visit", "exception"), false},
+		{"probe", ev(0, Probe, "p", "visit", ""), ev(30*time.Second, Probe, "p", "visit", ""), true},
+		{"delay start", ev(0, DelayStart, "p", "visit", "for 30s"), ev(40*time.Second, DelayStart, "p", "visit", "for 30s"), true},
+		{"delay end", ev(0, DelayEnd, "p", "", "delay time passed"), ev(40*time.Second, DelayEnd, "p", "", "delay time passed"), true},
+		{"recovery", ev(0, Recover, "p", "", "a request passed"), ev(40*time.Second, Recover, "p", "", "a request passed"), true},
+		{"force", ev(0, Force, "p", "", "degrade for 10m0s: INC-7"), ev(time.Second, Force, "p", "", "degrade for 10m0s: INC-7"), false},
+		{"reload", ev(0, Reload, "", "", "points changed [p]"), ev(time.Second, Reload, "", "", "points changed [p]"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New(10, 10)
+			l.Add(tc.first)
+			l.Add(tc.second)
+			l.Flush(tc.second.At.Add(FlapHold))
+			got := l.Since(time.Time{})
+			switch {
+			case tc.fold && (len(got) != 1 || got[0].Repeats != 1 || !got[0].Last.Equal(tc.second.At) || got[0].Detail != tc.first.Detail):
+				t.Errorf("got %+v, want one event: the first's time and detail, 1 repeat, last at the second's", got)
+			case !tc.fold && (len(got) != 2 || got[0].Repeats != 0 || got[1].Repeats != 0):
+				t.Errorf("got %+v, want two events, no repeats", got)
+			}
+		})
+	}
+
+	// FoldWithin counts from the last repeat: a trip every 50s for 10
+	// minutes is one event.
+	l := New(10, 10)
+	for i := range 12 {
+		l.Add(ev(time.Duration(i)*50*time.Second, Trip, "p", "visit", ""))
+	}
+	if got := l.Since(time.Time{}); len(got) != 1 || got[0].Repeats != 11 || !got[0].Last.Equal(t0.Add(550*time.Second)) {
+		t.Errorf("a trip every 50s: got %+v, want one trip, 11 repeats, the last at +9m10s", got)
+	}
+}
+
+// TestLogFoldFull: while adding an event would push out of the history one
+// that last happened within Span of it (Span included), a point's event
+// folds into its latest one of the same kind however long ago that was;
+// once the oldest is older than Span, the event is added and pushes it
+// out. Events that never fold are added whatever they push out: the
+// bounds hold.
+func TestLogFoldFull(t *testing.T) {
+	l := New(4, 4)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	l.Add(Event{At: at(0), Kind: Trip, Point: "p", Strategy: "visit"})
+	l.Add(Event{At: at(2 * time.Minute), Kind: DelayStart, Point: "p", Strategy: "visit"})
+	l.Add(Event{At: at(4 * time.Minute), Kind: Probe, Point: "p", Strategy: "visit"})
+	l.Add(Event{At: at(6 * time.Minute), Kind: DelayEnd, Point: "p"})
+	l.Add(Event{At: at(8 * time.Minute), Kind: Trip, Point: "p", Strategy: "visit"})
+	if got := l.Since(time.Time{}); len(got) != 4 || got[0].Repeats != 1 || !got[0].Last.Equal(at(8*time.Minute)) {
+		t.Fatalf("a trip 8m after the first, the history full of the last 15m: got %+v, want it folded into the first", got)
+	}
+	l.Add(Event{At: at(8*time.Minute + Span), Kind: DelayEnd, Point: "p"}) // the oldest, the trip, last happened Span ago
+	if got := l.Since(time.Time{}); len(got) != 4 || got[3].Kind != DelayEnd || got[3].Repeats != 1 {
+		t.Fatalf("a delay's end Span after the trip's last: got %+v, want it folded into the first", got)
+	}
+	l.Add(Event{At: at(8*time.Minute + Span + 1), Kind: DelayStart, Point: "p", Strategy: "visit"})
+	if got := kinds(l.Since(time.Time{})); !slices.Equal(got, []string{"p:delay_start", "p:probe", "p:delay_end", "p:delay_start"}) {
+		t.Errorf("a delay's start just over Span after the trip's last: got %v, want it added, the trip pushed out", got)
+	}
+
+	forces := New(2, 2)
+	for i := range 3 {
+		forces.Add(Event{At: at(time.Duration(i) * time.Second), Kind: Force, Point: "p"})
+	}
+	if got := forces.Since(time.Time{}); len(got) != 2 || !got[0].At.Equal(at(time.Second)) {
+		t.Errorf("3 forces in a history of 2: got %+v, want the last two", got)
+	}
+}
+
+// stormStep is one event of a point's cycle, after the cycle's start.
+type stormStep struct {
+	after            time.Duration
+	kind             Kind
+	strategy, detail string
+}
+
+// delayCycle is a point that trips, degrades for delayTime 30s while a
+// probe every 2s fails, and recovers as the window slides: 37s a cycle.
+func delayCycle() []stormStep {
+	steps := []stormStep{{0, Trip, "visit", "visit 21 > 20"}, {0, DelayStart, "visit", "for 30s"}}
+	for probe := 2 * time.Second; probe < 30*time.Second; probe += 2 * time.Second {
+		steps = append(steps, stormStep{probe, Probe, "visit", ""}, stormStep{probe + 50*time.Millisecond, ProbeFailed, "visit", "timeout"})
+	}
+	return append(steps, stormStep{30 * time.Second, DelayEnd, "", "delay time passed"},
+		stormStep{31 * time.Second, Recover, "", "the window slid past the trip"})
+}
+
+// TestLogStorm: 21 points trip and recover over and over for 20 simulated
+// minutes, each on its own phase, with Flush every second as Tick calls it.
+// The admin port's history (500 events, 50 a point) still reaches back 15
+// minutes for every point, and counts every trip in it: each point's trip
+// events add up, repeats included, to the trips fed since the first of them.
+func TestLogStorm(t *testing.T) {
+	const (
+		points   = 21
+		duration = 20 * time.Minute
+		global   = 500 // admin.MaxEvents
+		perPoint = 50  // admin.MaxPointEvents
+	)
+	tokenBucket := []stormStep{{0, Trip, "token_bucket", "token_bucket empty (size 20)"}, {150 * time.Millisecond, Recover, "", "a request passed"}}
+	slow := []stormStep{ // a cycle longer than FoldWithin
+		{0, Trip, "exception", "exception 5 >= 5"}, {0, DelayStart, "exception", "for 20s"},
+		{10 * time.Second, Probe, "exception", ""}, {10*time.Second + 200*time.Millisecond, ProbeFailed, "exception", "exception"},
+		{20 * time.Second, Probe, "exception", ""}, {20*time.Second + 100*time.Millisecond, DelayEnd, "", "probe passed"},
+		{25 * time.Second, Recover, "", "a request passed"},
+	}
+	type cycle struct {
+		period time.Duration
+		steps  []stormStep
+	}
+	for _, tc := range []struct {
+		name   string
+		cycles []cycle // point i runs cycles[i % len(cycles)]
+	}{
+		{"token buckets flapping", []cycle{{300 * time.Millisecond, tokenBucket}}},
+		{"delays and probes", []cycle{{37 * time.Second, delayCycle()}}},
+		{"slower than FoldWithin", []cycle{{70 * time.Second, slow}}},
+		{"mixed", []cycle{{300 * time.Millisecond, tokenBucket}, {37 * time.Second, delayCycle()}, {70 * time.Second, slow}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var feed []Event
+			for i := range points {
+				c := tc.cycles[i%len(tc.cycles)]
+				name := fmt.Sprintf("p%02d", i)
+				for start := time.Duration(i) * 977 * time.Millisecond % c.period; start < duration; start += c.period {
+					for _, s := range c.steps {
+						if at := start + s.after; at < duration {
+							feed = append(feed, Event{At: t0.Add(at), Kind: s.kind, Point: name, Strategy: s.strategy, Detail: s.detail})
+						}
+					}
+				}
+			}
+			slices.SortStableFunc(feed, func(a, b Event) int { return a.At.Compare(b.At) })
+			l := New(global, perPoint)
+			next := 0
+			for sec := time.Second; sec <= duration; sec += time.Second {
+				for ; next < len(feed) && feed[next].At.Before(t0.Add(sec)); next++ {
+					l.Add(feed[next])
+				}
+				l.Flush(t0.Add(sec))
+			}
+			end := t0.Add(duration)
+
+			all := l.Since(time.Time{})
+			if len(all) > global {
+				t.Errorf("history: got %d events, want at most %d", len(all), global)
+			}
+			oldest := end
+			for i := range points {
+				name := fmt.Sprintf("p%02d", i)
+				own := l.PointSince(name, time.Time{})
+				if len(own) > perPoint {
+					t.Errorf("%s: got %d events, want at most %d", name, len(own), perPoint)
+				}
+				for _, view := range []struct {
+					name string
+					evs  []Event
+				}{{"history", all}, {"point's history", own}} {
+					first, kept := end, 0
+					for _, e := range view.evs {
+						if e.Point == name && e.Kind == Trip {
+							if e.At.Before(first) {
+								first = e.At
+							}
+							kept += 1 + e.Repeats
+						}
+					}
+					fed := 0
+					for _, e := range feed {
+						if e.Point == name && e.Kind == Trip && !e.At.Before(first) {
+							fed++
+						}
+					}
+					if end.Sub(first) < Span || kept != fed {
+						t.Errorf("%s's trips in the %s: got %d from %v before the end, want all %d fed since, from at least %v before",
+							name, view.name, kept, end.Sub(first), fed, Span)
+					}
+					if first.Before(oldest) {
+						oldest = first
+					}
+				}
+			}
+			t.Logf("%d events fed; the history holds %d, the oldest trip %v before the end", len(feed), len(all), end.Sub(oldest))
+		})
 	}
 }
