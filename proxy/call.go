@@ -15,10 +15,11 @@ import (
 // enter to its exit. ServeHTTP owns it: it fills the verdict, and its
 // deferred exit ends it. The metered transport and its bodies (meter.go)
 // record what the upstream did in its fields; classify reads them once,
-// when the call ends. It travels in the request's context (callContext)
-// to the ReverseProxy's Rewrite and transport. A request that no route
-// names has a call with no point: it is forwarded and answered, never
-// measured.
+// when the call ends (call.end), and a gRPC stream's body judges its
+// trailers once it has read them. It travels in the request's context
+// (callContext) to the ReverseProxy's Rewrite and transport. A request
+// that no route names has a call with no point: it is forwarded and
+// answered, never measured.
 type call struct {
 	h      *Handler
 	snap   *snapshot
@@ -29,7 +30,10 @@ type call struct {
 	path    string
 	lim     limiter.Call
 	verdict limiter.Verdict
-	status  int // status written to the client, for the access log
+	// status is the status written to the client, for the access log:
+	// 101 for a switch (the meter's: it is written on the hijacked
+	// connection, past the statusWriter); 0 before any.
+	status int
 	// clock measures the upstream time (clock.go); cancel cuts the call
 	// when its UpstreamTimeout passes (nil without one).
 	clock  upstreamClock
@@ -51,12 +55,6 @@ type call struct {
 	// What the upstream did, as the meter saw it. The request's
 	// goroutine writes these, except where marked atomic.
 	//
-	// grpc is the upstream's gRPC response, whose trailers are read once
-	// the stream has been copied; nil for other responses.
-	grpc *http.Response
-	// answered is the upstream's status; 0 before its headers or when
-	// there were none.
-	answered int
 	// forced is the operator's switch the request was answered under;
 	// 0 when it was judged (force.go). It sits with the flags below so
 	// that the small fields share one word.

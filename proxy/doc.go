@@ -13,11 +13,18 @@
 //	           upstream did; its bodies time their reads (clock.go)
 //	  or       fallbackHandler.serve (fallback.go)
 //
-// classify (meter.go) is the one place an outcome is decided, when the
-// call ends; the ErrorHandler only writes the answer of the failure the
-// meter returned. The upstream clock and the alarms' sweeper (clock.go,
-// alarms.go) count a timeout in flight and cut a call at its
-// UpstreamTimeout. Run settles the points every TickInterval (record.go).
+// The meter (meter.go) is the one place a call's outcome is decided:
+// classify decides it from what the meter recorded, once, when the call
+// ends (at exit, or at a stream's response headers), and a gRPC stream's
+// body judges the trailers it reads at its end, which may add an
+// exception to a call that ended without one. The ErrorHandler only
+// writes the answer of the failure the meter returned. Timeouts are
+// counted apart, and decide no outcome: the upstream clock and the
+// alarms' sweeper (clock.go, alarms.go) count a call's timeout the moment
+// its upstream time reaches the threshold, while it is in flight (or at
+// its end, call.end, if no alarm fired first), and cut it at its
+// UpstreamTimeout, which classify then sees as a failure. Run settles the
+// points every TickInterval (record.go).
 //
 // What it leaves to other packages: route matching and path normal form
 // (route), the metrics and traffic figures (proxy/metrics), the

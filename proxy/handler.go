@@ -266,16 +266,13 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 }
 
 // exit is the one end of a request on a point, deferred by ServeHTTP: the
-// upstream call, if there was one, ends in the limiter (call.end: a stream
-// has ended it at its headers, and only its gRPC trailers are read here),
-// and the access log line is written.
+// upstream call, if there was one, ends in the limiter (call.end; a stream
+// has ended it at its headers already), and the access log line is
+// written.
 func (h *Handler) exit(r *http.Request, c *call) {
 	var took time.Duration
 	if c.verdict.Allowed {
 		took = c.end(h.now())
-		if c.grpc != nil && c.copied && grpcFailed(c.grpc.Trailer) && c.lim.FailAfterExit(h.now()) {
-			c.series.StatusErrors.Inc()
-		}
 		c.count()
 	}
 	h.access(r, c, took)
@@ -308,11 +305,8 @@ func (h *Handler) access(r *http.Request, c *call, upstream time.Duration) {
 		path = r.URL.EscapedPath()
 	}
 	status := c.status
-	switch {
-	case c.failure == failClientGone:
+	if c.failure == failClientGone {
 		status = StatusClientClosedRequest
-	case c.answered == http.StatusSwitchingProtocols:
-		status = c.answered
 	}
 	h.opts.AccessLog.Info("request",
 		zap.String("point", c.point.name),
@@ -401,7 +395,7 @@ type statusWriter struct {
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.c.status == 0 && code >= 200 { // a 101 is the meter's (call.answered)
+	if w.c.status == 0 && code >= 200 { // a 101 is the meter's (call.status)
 		w.c.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

@@ -15,10 +15,14 @@ import (
 // that sees what the upstream did. It calls the snapshot's transport,
 // records the answer, or why there was none, in the request's call, wraps
 // the response body so that its reads are timed and a body that breaks
-// off is seen, and ends a stream's call at its headers. classify turns
-// what it recorded into the call's outcome, once, when the call ends
-// (call.end); the ErrorHandler (answerFailure) only writes the answer of
-// a failure the meter classified.
+// off is seen, and ends a stream's call at its headers. Outcomes are
+// decided here and nowhere else: classify turns what the meter recorded
+// into the call's outcome, once, when the call ends (call.end); a gRPC
+// stream's body judges its trailers when it reaches its end
+// (judgeTrailers), after its call ended at the headers. The ErrorHandler
+// (answerFailure) only writes the answer of a failure the meter
+// classified. The timeout counted in flight is the upstream clock's
+// (clock.go): it counts a timeout, never an outcome.
 
 // errUpstreamTimeout is the cause of a context cut by a point's
 // UpstreamTimeout, telling it apart from a client that went away.
@@ -127,7 +131,9 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, f
 	}
-	c.answered = resp.StatusCode
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		c.status = resp.StatusCode
+	}
 	if isGRPC(req) && !isGRPCResponse(resp) {
 		c.h.grpcFailed(c, resp, nil)
 	}
@@ -138,13 +144,15 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.statusFailed = resp.StatusCode >= 500 || grpcFailed(resp.Header)
 	if isStream(resp) {
 		c.streamed = true
-		if isGRPCResponse(resp) {
-			c.grpc = resp
-		}
 		c.end(c.h.now())
-		return resp, nil
+		if !isGRPCResponse(resp) {
+			return resp, nil
+		}
 	}
 	c.respBody = upstreamBody{ReadCloser: resp.Body, c: c}
+	if c.streamed {
+		c.respBody.trailer = &resp.Trailer
+	}
 	resp.Body = &c.respBody
 	return resp, nil
 }
@@ -245,18 +253,41 @@ func (b *clientBody) Read(p []byte) (int, error) {
 
 // upstreamBody is the upstream's response body as ReverseProxy copies it:
 // the upstream clock runs during its reads only, and a read that fails is
-// recorded (classify decides whose failure it was).
+// recorded (classify decides whose failure it was). A gRPC stream's body
+// judges the stream's trailers when it reaches its end (judgeTrailers);
+// its call ended at its headers, so nothing else its reads record is
+// classified.
 type upstreamBody struct {
 	io.ReadCloser
 	c *call
+	// trailer is the gRPC response's Trailer field, which the transport
+	// fills when the body reaches EOF; nil for other bodies, and once
+	// judged.
+	trailer *http.Header
 }
 
 func (b *upstreamBody) Read(p []byte) (int, error) {
 	b.c.upstreamRead(true)
 	n, err := b.ReadCloser.Read(p)
 	b.c.upstreamRead(false)
-	if err != nil && err != io.EOF {
+	switch {
+	case err == io.EOF && b.trailer != nil:
+		b.c.judgeTrailers(*b.trailer)
+		b.trailer = nil
+	case err != nil && err != io.EOF:
 		b.c.bodyBroke = true
 	}
 	return n, err
+}
+
+// judgeTrailers judges the trailers of a gRPC stream whose body reached
+// its end: a grpc-status other than 0 is an exception, counted in the
+// bucket of now although the call ended at its headers
+// (limiter.Call.FailAfterExit: once, and never for a call that already
+// failed), and counted as a status error. A stream whose client went
+// away before its end sends no trailers to judge, and counts nothing.
+func (c *call) judgeTrailers(trailer http.Header) {
+	if grpcFailed(trailer) && c.lim.FailAfterExit(c.h.now()) {
+		c.series.StatusErrors.Inc()
+	}
 }

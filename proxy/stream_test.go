@@ -172,3 +172,100 @@ func TestStreamOutlivesUpstreamTimeout(t *testing.T) {
 		}
 	})
 }
+
+// grpcBody is a gRPC response body as HTTP/2's transport gives it: one
+// message, then io.EOF, and the stream's trailers in resp.Trailer only
+// once a Read has returned io.EOF. With abandon set, the Read after the
+// message waits instead for the request's end, as a stream whose client
+// went away does, and fails with its context's error: the stream never
+// reaches its end, though its trailers are there to read (so that the
+// test fails if anything but EOF has them judged).
+type grpcBody struct {
+	req     *http.Request
+	resp    *http.Response
+	trailer http.Header
+	sent    bool
+	abandon chan struct{} // closed when the Read waits; nil: no waiting
+}
+
+func (b *grpcBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "\x00\x00\x00\x00\x00"), nil // an empty message
+	}
+	b.resp.Trailer = b.trailer
+	if b.abandon != nil {
+		close(b.abandon)
+		<-b.req.Context().Done()
+		return 0, b.req.Context().Err()
+	}
+	return 0, io.EOF
+}
+
+func (b *grpcBody) Close() error { return nil }
+
+// TestGRPCTrailersJudgedAtEOF: a gRPC call's call ends at its response
+// headers, and its body judges the trailers when it reaches its end: a
+// grpc-status other than 0 there counts one exception and one status
+// error, as one in the headers does (and never two for one call); a good
+// status counts none; a stream its client abandons before the trailers
+// counts none, whatever the trailers would have said.
+func TestGRPCTrailersJudgedAtEOF(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name           string
+		header         string // the headers' grpc-status; "" for none
+		trailer        string // the trailers' grpc-status
+		abandon        bool
+		wantExceptions int64
+	}{
+		{name: "OK in the trailers", trailer: "0"},
+		{name: "INTERNAL in the trailers", trailer: "13", wantExceptions: 1},
+		{name: "INTERNAL in the headers and the trailers", header: "13", trailer: "13", wantExceptions: 1},
+		{name: "INTERNAL in the headers, OK in the trailers", header: "13", trailer: "0", wantExceptions: 1},
+		{name: "abandoned before INTERNAL in the trailers", trailer: "13", abandon: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			abandon := make(chan struct{})
+			upstream := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
+				resp := rpReply(r, http.StatusOK, "", "Content-Type", "application/grpc")
+				resp.Proto, resp.ProtoMajor, resp.ProtoMinor, resp.ContentLength = "HTTP/2.0", 2, 0, -1
+				if tc.header != "" {
+					resp.Header.Set("Grpc-Status", tc.header)
+				}
+				body := &grpcBody{req: r, resp: resp, trailer: http.Header{"Grpc-Status": {tc.trailer}}}
+				if tc.abandon {
+					body.abandon = abandon
+				}
+				resp.Body = body
+				return resp, nil
+			})
+			p := rpPoint(t, "grpc", func(s *limiter.Settings) { s.ExceptionThreshold = limiter.At(100) }, proxy.PointOptions{})
+			h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: upstream, Now: func() time.Time { return t0 }})
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/orders.v1.Orders/Get", strings.NewReader(""))
+			req.ProtoMajor, req.ProtoMinor = 2, 0
+			req.Header.Set("Content-Type", "application/grpc")
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				h.ServeHTTP(httptest.NewRecorder(), req)
+			}()
+			if tc.abandon {
+				<-abandon
+				cancel()
+			}
+			<-done
+
+			counts, inflight := rpCounts(p, t0)
+			if counts.Exceptions != tc.wantExceptions || inflight != 0 {
+				t.Errorf("exceptions, in flight: got %d, %d, want %d, 0", counts.Exceptions, inflight, tc.wantExceptions)
+			}
+			if got := rpMetric(t, reg, "sds_upstream_errors_total", map[string]string{"point": "grpc", "kind": "status_5xx"}); got != float64(tc.wantExceptions) {
+				t.Errorf("sds_upstream_errors_total{kind=status_5xx}: got %v, want %d", got, tc.wantExceptions)
+			}
+		})
+	}
+}
