@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sds-proxy/sds-proxy/internal/editdist"
 )
 
 // resolve follows aliases and spends one unit of the node budget.
@@ -327,7 +329,10 @@ func suggest(key string, known []string) string {
 		if strings.EqualFold(k, key) {
 			return fmt.Sprintf("; did you mean %q?", k)
 		}
-		if dist := editDistance(strings.ToLower(key), strings.ToLower(k)); dist < bestDist {
+		if len(k) > 32 {
+			continue // as key: bounds the distance's cost
+		}
+		if dist := editdist.Distance(strings.ToLower(key), strings.ToLower(k)); dist < bestDist {
 			best, bestDist = k, dist
 		}
 	}
@@ -336,28 +341,4 @@ func suggest(key string, known []string) string {
 	}
 	sorted := slices.Sorted(slices.Values(known))
 	return "; known keys: " + strings.Join(sorted, ", ")
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	if len(a) > 32 || len(b) > 32 {
-		return 32
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sds-proxy/sds-proxy/internal/editdist"
 )
 
 // command is one subcommand of sds-proxy: a row of commands.
@@ -125,32 +127,11 @@ func closestCommand(name string) (string, bool) {
 	}
 	best, bestDist := "", limit+1
 	for _, c := range commands() {
-		if d := editDistance(name, c.name); d < bestDist {
+		if d := editdist.Distance(name, c.name); d < bestDist {
 			best, bestDist = c.name, d
 		}
 	}
 	return best, best != ""
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // usageError is a wrong command line and its reason, which main prints

@@ -159,27 +159,6 @@ func TestClosestCommand(t *testing.T) {
 	}
 }
 
-// TestEditDistance: the Levenshtein distance, boundary rows included.
-func TestEditDistance(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0},
-		{"", "run", 3},
-		{"run", "", 3},
-		{"valdate", "validate", 1},
-		{"kitten", "sitting", 3},
-		{"ab", "ba", 2},
-		{"status", "status", 0},
-	} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q): got %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 // TestHelpNamesTheDocs: help says where the contract is, the docs/ folder,
 // which holds its pages (the commands, the config, the semantics, the
 // admin port), and does not send the reader to the README for it.
