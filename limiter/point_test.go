@@ -120,15 +120,16 @@ func TestTokenBucket(t *testing.T) {
 				t.Errorf("tokens at start = %d, want %d (full)", got, tc.capacity)
 			}
 			pass(t, p, int(tc.capacity), at(0), OK)
+			// A trip counts the tokens used: all of them.
 			v, _ := enter(p, at(tc.interval-1))
-			want(t, "empty bucket", v, false, TokenBucket, tc.capacity, tc.capacity) // every token used
+			want(t, "empty bucket", v, false, TokenBucket, tc.capacity, tc.capacity)
 			pass(t, p, 1, at(tc.interval), OK) // one token refilled
 			v, _ = enter(p, at(tc.interval))
-			want(t, "empty again", v, false, TokenBucket, tc.capacity, tc.capacity) // every token used
+			want(t, "empty again", v, false, TokenBucket, tc.capacity, tc.capacity)
 			// A long idle time refills up to the capacity only.
 			pass(t, p, int(tc.capacity), at(time.Hour), OK)
 			v, _ = enter(p, at(time.Hour))
-			want(t, "after an hour", v, false, TokenBucket, tc.capacity, tc.capacity) // every token used
+			want(t, "after an hour", v, false, TokenBucket, tc.capacity, tc.capacity)
 		})
 	}
 	t.Run("only forwarded requests take tokens", func(t *testing.T) {
