@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sds-proxy/sds-proxy/config"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata")
@@ -343,4 +347,20 @@ func FuzzInject(f *testing.F) {
 			t.Fatalf("injecting twice changed the output:\n%s\nafter once:\n%s", again, out)
 		}
 	})
+}
+
+// TestInjectDefaultPorts: the sidecar's default ports are sds.yaml's
+// default listen and admin ports, so that a sidecar at its defaults
+// takes them from the file and agrees with it.
+func TestInjectDefaultPorts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		addr string
+		port int
+	}{{config.DefaultListen, defaultProxyPort}, {config.DefaultAdmin, defaultAdminPort}} {
+		_, p, err := net.SplitHostPort(tc.addr)
+		if err != nil || p != strconv.Itoa(tc.port) {
+			t.Errorf("the sidecar's default port %d; sds.yaml's default address %q (%v)", tc.port, tc.addr, err)
+		}
+	}
 }
