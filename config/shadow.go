@@ -2,8 +2,8 @@ package config
 
 import (
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // maxShadowChecks bounds, for each route, how many routes above it that
@@ -16,7 +16,8 @@ const maxShadowChecks = 64
 
 // shadows finds, for each route in turn, the first route above it that
 // matches every request it would (covers), in time linear in the routes
-// and their paths. Routes are added with add, in order, once checked.
+// and their paths. Routes are added with add, in order, once checked; each
+// gives at most one of Path and PathPrefix (completeRoutes).
 type shadows struct {
 	routes []Route
 	// exact, prefixes and rest hold the routes added so far by the path
@@ -77,7 +78,7 @@ func (s *shadows) add(i int) {
 	if set.byHost == nil {
 		set.byHost = make(map[string]*shadowList)
 	}
-	host := foldHost(r.Host)
+	host := route.FoldHost(r.Host)
 	l := set.byHost[host]
 	if l == nil {
 		l = &shadowList{anyMethod: -1, sets: make(map[string]bool)}
@@ -127,7 +128,7 @@ func (s *shadows) first(set *shadowSet, b Route, best int) int {
 	if set == nil {
 		return best
 	}
-	for _, host := range []string{"", foldHost(b.Host)} {
+	for _, host := range []string{"", route.FoldHost(b.Host)} {
 		l := set.byHost[host]
 		if l == nil {
 			continue
@@ -157,28 +158,4 @@ func earlier(a, b int) int {
 		return b
 	}
 	return a
-}
-
-// foldHost returns name with each rune replaced by one chosen member of
-// its Unicode simple-folding orbit (the ASCII lower case letter when there
-// is one, else the smallest rune), so that two names fold alike exactly
-// when strings.EqualFold reports them equal.
-func foldHost(name string) string {
-	var b strings.Builder
-	for _, r := range name {
-		if r < utf8.RuneSelf {
-			b.WriteRune(unicode.ToLower(r))
-			continue
-		}
-		least := r
-		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
-			if f < utf8.RuneSelf {
-				least = unicode.ToLower(f)
-				break
-			}
-			least = min(least, f)
-		}
-		b.WriteRune(least)
-	}
-	return b.String()
 }

@@ -32,13 +32,13 @@ func TestShadowsMatchQuadratic(t *testing.T) {
 		routes := make([]Route, rng.IntN(30))
 		for i := range routes {
 			r := Route{Host: hosts[rng.IntN(len(hosts))], Methods: methods[rng.IntN(len(methods))]}
-			switch rng.IntN(4) {
+			// At most one of Path and PathPrefix: routes compares no route
+			// that gives both (completeRoutes).
+			switch rng.IntN(3) {
 			case 0:
 				r.Path = paths[rng.IntN(len(paths))]
 			case 1:
 				r.PathPrefix = paths[rng.IntN(len(paths))]
-			case 2:
-				r.Path, r.PathPrefix = paths[rng.IntN(len(paths))], paths[rng.IntN(len(paths))]
 			}
 			routes[i] = r
 		}

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // maxNamesListed bounds the point names a message lists.
@@ -78,11 +81,13 @@ func (c *checker) routes() {
 }
 
 // completeRoutes reports for each route whether it decoded completely,
-// match included, so that it can be compared with the others.
+// match included, and gives at most one of path and pathPrefix, so that it
+// can be compared with the others. A route that gives both is an error
+// already (match), and what it matches is not what its author meant.
 func (c *checker) completeRoutes() []bool {
 	complete := make([]bool, len(c.d.f.Routes))
-	for i := range complete {
-		complete[i] = c.d.has(rl(i+1, keyRouteMatch))
+	for i, r := range c.d.f.Routes {
+		complete[i] = c.d.has(rl(i+1, keyRouteMatch)) && (r.Path == "" || r.PathPrefix == "")
 	}
 	for l, bad := range c.d.bad {
 		if bad && l.route > 0 {
@@ -223,36 +228,33 @@ func fileExtension(name, folder string) string {
 	return ".js"
 }
 
-// unroutablePath says why no request could ever match the route path p,
-// or returns "" when one could. The proxy answers a request whose path
-// holds an encoded slash, a backslash or an invalid escape with 400
-// (docs/semantics.md, "Paths are normalised"), before any route is tried.
+// unroutablePath says why no request could ever match the route path p, or
+// returns "" when one could: the proxy's own check (route.Normalize), for
+// the proxy answers a request whose path holds an encoded slash, a
+// backslash or an invalid escape with 400 (docs/semantics.md, "Paths are
+// normalised"), before any route is tried.
 func unroutablePath(p string) string {
-	const never = "so no request could match it: the proxy answers such a request 400 before routing"
-	for i := 0; i < len(p); i++ {
-		switch {
-		case p[i] == '\\':
-			return "contains a backslash, " + never
-		case p[i] != '%':
-		case i+2 >= len(p) || !isHexDigit(p[i+1]) || !isHexDigit(p[i+2]):
-			return fmt.Sprintf("has an invalid escape %q: %% must be followed by two hexadecimal digits; write %%25 for a %% itself", p[i:min(i+3, len(p))])
-		case p[i+1] == '2' && (p[i+2] == 'F' || p[i+2] == 'f'):
-			return fmt.Sprintf("contains an encoded slash (%s), %s; write / to match a path separator", p[i:i+3], never)
-		case p[i+1] == '5' && (p[i+2] == 'C' || p[i+2] == 'c'):
-			return fmt.Sprintf("contains an encoded backslash (%s), %s", p[i:i+3], never)
-		}
+	var bad *route.PathError
+	if _, err := route.Normalize(route.Rule{Path: p}); !errors.As(err, &bad) {
+		return ""
 	}
-	return ""
-}
-
-func isHexDigit(b byte) bool {
-	return '0' <= b && b <= '9' || 'a' <= b && b <= 'f' || 'A' <= b && b <= 'F'
+	const never = "so no request could match it: the proxy answers such a request 400 before routing"
+	at := p[bad.Offset:]
+	switch {
+	case errors.Is(bad.Err, route.ErrInvalidEscape):
+		return fmt.Sprintf("has an invalid escape %q: %% must be followed by two hexadecimal digits; write %%25 for a %% itself", at[:min(3, len(at))])
+	case errors.Is(bad.Err, route.ErrEncodedSlash):
+		return fmt.Sprintf("contains an encoded slash (%s), %s; write / to match a path separator", at[:3], never)
+	case at[0] == '\\':
+		return "contains a backslash, " + never
+	}
+	return fmt.Sprintf("contains an encoded backslash (%s), %s", at[:3], never)
 }
 
 // plainPath reports whether the route path p is spelt as the proxy routes
-// it, with no escape, repeated slash or dot segment, so that covers can
-// compare it as written. Other spellings normalise to paths that only the
-// proxy's normaliser knows, and are not judged.
+// it, with no escape, repeated slash or dot segment, so that covers and
+// filePrefix can judge it as written. They leave other spellings alone
+// (covers says why).
 func plainPath(p string) bool {
 	if strings.Contains(p, "%") || strings.Contains(p, "//") {
 		return false
@@ -266,36 +268,24 @@ func plainPath(p string) bool {
 }
 
 // covers reports whether route a matches every request that route b
-// matches, so that b, listed after a, can never match. It judges prefixes
-// on a "/" boundary, which holds whether the router matches prefixes by
-// string or by path segment.
+// matches, by the router's own matching (route.Covers), so that b, listed
+// after a, can never match. It judges only routes written alike: paths
+// spelt as the proxy routes them (plainPath) and, where a names a host,
+// b's host the same but for case. A shadowed route is an error that
+// refuses the file, and judging every spelling the router folds (a host
+// with and without its port or trailing dot, escaped paths) would refuse
+// files that load today.
 func covers(a, b Route) bool {
 	if a.Host != "" && !strings.EqualFold(a.Host, b.Host) {
 		return false
 	}
-	if len(a.Methods) > 0 {
-		if len(b.Methods) == 0 {
-			return false
-		}
-		for _, m := range b.Methods {
-			if !slices.Contains(a.Methods, m) {
-				return false
-			}
-		}
-	}
 	if a.Path+a.PathPrefix != "" && (!plainPath(a.Path+a.PathPrefix) || !plainPath(b.Path+b.PathPrefix)) {
 		return false
 	}
-	switch {
-	case a.Path != "":
-		return b.Path == a.Path
-	case a.PathPrefix != "":
-		p := b.Path + b.PathPrefix
-		if p == "" {
-			return false
-		}
-		return p == a.PathPrefix || strings.HasPrefix(p, a.PathPrefix) &&
-			(strings.HasSuffix(a.PathPrefix, "/") || p[len(a.PathPrefix)] == '/')
-	}
-	return true
+	return route.Covers(ruleOf(a), ruleOf(b))
+}
+
+// ruleOf is the rule the proxy routes r by, its paths as written.
+func ruleOf(r Route) route.Rule {
+	return route.Rule{Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host}
 }

@@ -4,5 +4,7 @@
 // of a few map lookups (Table), and the normal form of paths both are
 // compared in (NormalizePath, RequestPath), so that no spelling of a path
 // reaches the upstream under another point's name. It knows nothing of
-// points or limiters: a match is an index into the rules.
+// points or limiters: a match is an index into the rules. Config
+// validation asks it too (Normalize, Covers, FoldHost), so that validate
+// judges a route by the rules the proxy routes by.
 package route

@@ -3,6 +3,7 @@ package route
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -19,6 +20,24 @@ var (
 	// ErrInvalidEscape: a '%' is not followed by two hexadecimal digits.
 	ErrInvalidEscape = errors.New("the path contains a '%' not followed by two hexadecimal digits")
 )
+
+// PathError is the error of Normalize: a rule's path that NormalizePath
+// rejects, and where. Config validation words its messages from it.
+type PathError struct {
+	// Path is the path as the rule gives it.
+	Path string
+	// Offset is the byte offset in Path of the first fault: the '%' of a
+	// bad or forbidden escape, or a raw '\'.
+	Offset int
+	// Err is ErrEncodedSlash, ErrBackslash or ErrInvalidEscape.
+	Err error
+}
+
+// Error reads `route path "/a%2Fb": the path contains an encoded slash (%2F)`.
+func (e *PathError) Error() string { return fmt.Sprintf("route path %q: %v", e.Path, e.Err) }
+
+// Unwrap returns Err, so that errors.Is(err, ErrEncodedSlash) holds.
+func (e *PathError) Unwrap() error { return e.Err }
 
 // NormalizePath returns the normal form of p, an escaped URL path as
 // url.URL.EscapedPath gives it (or as a route is written), by the rules of
@@ -47,7 +66,8 @@ func NormalizePath(p string) (string, error) {
 	if isNormalPath(p) {
 		return p, nil
 	}
-	return normalizeSlow(p)
+	norm, _, err := normalizeSlow(p)
+	return norm, err
 }
 
 // isNormalPath reports whether p is its own normal form.
@@ -94,8 +114,9 @@ func dotSegmentOrEmpty(rest string) bool {
 }
 
 // normalizeSlow builds the normal form of p segment by segment: the
-// definition that isNormalPath agrees with.
-func normalizeSlow(p string) (string, error) {
+// definition that isNormalPath agrees with. When p is rejected, at is the
+// byte offset in p of the first fault (PathError.Offset).
+func normalizeSlow(p string) (norm string, at int, err error) {
 	var buf [256]byte
 	out := buf[:0]
 	rest := strings.TrimPrefix(p, "/")
@@ -103,9 +124,10 @@ func normalizeSlow(p string) (string, error) {
 		raw, next, more := strings.Cut(rest, "/")
 		out = append(out, '/')
 		start := len(out)
-		var err error
-		if out, err = canonicalSegment(out, raw); err != nil {
-			return "", err
+		var i int
+		if out, i, err = canonicalSegment(out, raw); err != nil {
+			// rest is a suffix of p, and raw starts it.
+			return "", len(p) - len(rest) + i, err
 		}
 		dot := true
 		switch string(out[start:]) {
@@ -124,7 +146,7 @@ func normalizeSlow(p string) (string, error) {
 			if dot || len(out) == 0 {
 				out = append(out, '/')
 			}
-			return string(out), nil
+			return string(out), 0, nil
 		}
 		rest = next
 	}
@@ -132,36 +154,37 @@ func normalizeSlow(p string) (string, error) {
 
 // canonicalSegment appends to dst the segment raw (no '/' in it) with
 // unreserved escapes decoded, other escapes upper-cased, and bytes that may
-// not appear raw escaped.
-func canonicalSegment(dst []byte, raw string) ([]byte, error) {
+// not appear raw escaped. When raw is rejected, at is the offset in raw of
+// the '%' or '\' at fault.
+func canonicalSegment(dst []byte, raw string) (out []byte, at int, err error) {
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
 		switch {
 		case c == '%':
 			if i+2 >= len(raw) || !isHex(raw[i+1]) || !isHex(raw[i+2]) {
-				return nil, ErrInvalidEscape
+				return nil, i, ErrInvalidEscape
 			}
 			b := unhex(raw[i+1])<<4 | unhex(raw[i+2])
-			i += 2
 			switch {
 			case b == '/':
-				return nil, ErrEncodedSlash
+				return nil, i, ErrEncodedSlash
 			case b == '\\':
-				return nil, ErrBackslash
+				return nil, i, ErrBackslash
 			case isUnreserved(b):
 				dst = append(dst, b)
 			default:
 				dst = appendEscaped(dst, b)
 			}
+			i += 2
 		case c == '\\':
-			return nil, ErrBackslash
+			return nil, i, ErrBackslash
 		case isPathByte(c):
 			dst = append(dst, c)
 		default:
 			dst = appendEscaped(dst, c)
 		}
 	}
-	return dst, nil
+	return dst, 0, nil
 }
 
 const upperHex = "0123456789ABCDEF"

@@ -2,6 +2,7 @@ package route
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"path"
@@ -104,6 +105,44 @@ func TestNormalizePath(t *testing.T) {
 	}
 }
 
+// TestNormalizePathError: Normalize says which path of a rule is rejected,
+// why, and at which byte: the first fault, raw or escaped.
+func TestNormalizePathError(t *testing.T) {
+	for _, tt := range []struct {
+		rule   Rule
+		path   string
+		offset int
+		err    error
+	}{
+		{Rule{Path: "/a%2fb"}, "/a%2fb", 2, ErrEncodedSlash},
+		{Rule{PathPrefix: "/soak/..%2Fblocked"}, "/soak/..%2Fblocked", 8, ErrEncodedSlash},
+		{Rule{Path: "/a%5cb"}, "/a%5cb", 2, ErrBackslash},
+		{Rule{Path: `/a/b\c`}, `/a/b\c`, 4, ErrBackslash},
+		{Rule{Path: `\`}, `\`, 0, ErrBackslash},
+		{Rule{Path: "/a%zz/%2F"}, "/a%zz/%2F", 2, ErrInvalidEscape},
+		{Rule{Path: "/x/a%2F/%zz"}, "/x/a%2F/%zz", 4, ErrEncodedSlash},
+		{Rule{Path: "/a%"}, "/a%", 2, ErrInvalidEscape},
+		{Rule{Path: "/a%4/b"}, "/a%4/b", 2, ErrInvalidEscape},
+		{Rule{Path: "//x/./../%%41"}, "//x/./../%%41", 9, ErrInvalidEscape},
+		// Path is checked before PathPrefix.
+		{Rule{Path: "/%5C", PathPrefix: "/%2F"}, "/%5C", 1, ErrBackslash},
+		{Rule{Path: "/ok", PathPrefix: "/%2F"}, "/%2F", 1, ErrEncodedSlash},
+	} {
+		_, err := Normalize(tt.rule)
+		var pe *PathError
+		if !errors.As(err, &pe) {
+			t.Errorf("Normalize(%+v): got %v, want a *PathError", tt.rule, err)
+			continue
+		}
+		if pe.Path != tt.path || pe.Offset != tt.offset || pe.Err != tt.err || !errors.Is(err, tt.err) {
+			t.Errorf("Normalize(%+v): got %q at %d: %v; want %q at %d: %v", tt.rule, pe.Path, pe.Offset, pe.Err, tt.path, tt.offset, tt.err)
+		}
+		if want := fmt.Sprintf("route path %q: %v", tt.path, tt.err); err.Error() != want {
+			t.Errorf("Normalize(%+v): got message %q, want %q", tt.rule, err.Error(), want)
+		}
+	}
+}
+
 // TestNormalizePathAllocs: a path already in normal form costs no
 // allocation; a dirty one costs one, the result.
 func TestNormalizePathAllocs(t *testing.T) {
@@ -184,13 +223,20 @@ func FuzzNormalizePath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, p string) {
 		got, err := NormalizePath(p)
-		slow, slowErr := normalizeSlow(p)
+		slow, at, slowErr := normalizeSlow(p)
 		if err != nil {
 			if slowErr != err {
 				t.Fatalf("%q: NormalizePath failed with %v, normalizeSlow with %v", p, err, slowErr)
 			}
 			if err != ErrEncodedSlash && err != ErrBackslash && err != ErrInvalidEscape {
 				t.Fatalf("%q: unexpected error %v", p, err)
+			}
+			// The fault is the first: at a '%' or '\', with none before it.
+			if p[at] != '%' && p[at] != '\\' {
+				t.Fatalf("%q: fault at %d is %q, want '%%' or '\\'", p, at, p[at])
+			}
+			if _, err := NormalizePath(p[:at]); err != nil {
+				t.Fatalf("%q: fault at %d, but %q before it fails too: %v", p, at, p[:at], err)
 			}
 			return
 		}

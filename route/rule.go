@@ -1,7 +1,6 @@
 package route
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -35,15 +34,16 @@ type Rule struct {
 // Normalize returns r with Path and PathPrefix in normal form
 // (NormalizePath), so that a rule matches whichever spelling of its path
 // the user wrote. It fails on a path that NormalizePath rejects (an
-// encoded slash, a backslash, an invalid escape): no request could match it.
+// encoded slash, a backslash, an invalid escape), since no request could
+// match it, with a *PathError that says where; Path is checked first.
 func Normalize(r Rule) (Rule, error) {
 	for _, p := range []*string{&r.Path, &r.PathPrefix} {
-		if *p == "" {
+		if *p == "" || isNormalPath(*p) {
 			continue
 		}
-		norm, err := NormalizePath(*p)
+		norm, at, err := normalizeSlow(*p)
 		if err != nil {
-			return Rule{}, fmt.Errorf("route path %q: %w", *p, err)
+			return Rule{}, &PathError{Path: *p, Offset: at, Err: err}
 		}
 		*p = norm
 	}
@@ -74,6 +74,70 @@ func (rt *Rule) matchesHost(h routeHost, t *target) bool {
 		return false
 	}
 	return true
+}
+
+// Covers reports whether rule a matches every request that rule b
+// matches, as Table.Find matches them, so that b, listed after a, is never
+// the first match. The paths are compared as given: give both rules in
+// normal form (Normalize), as a Table is given them. A rule that matches no
+// request (a Path outside its own PathPrefix) is covered by every rule.
+//
+// Hosts are compared as requests are matched: without case, brackets or a
+// trailing dot, and a host without a port covers the same host with any
+// port, while one with a port covers that port only. Covers is exact: when
+// it reports false, some request matches b and not a.
+func Covers(a, b Rule) bool {
+	if b.Path != "" && b.PathPrefix != "" && !hasPathPrefix(b.Path, b.PathPrefix) {
+		return true
+	}
+	return coversMethods(a.Methods, b.Methods) && coversHost(a.Host, b.Host) && coversPath(a, b)
+}
+
+// coversMethods reports whether a rule listing the methods a matches every
+// method a rule listing b does (an empty list matches any).
+func coversMethods(a, b []string) bool {
+	if len(a) == 0 {
+		return true
+	}
+	if len(b) == 0 {
+		return false
+	}
+	for _, m := range b {
+		if !contains(a, m) {
+			return false
+		}
+	}
+	return true
+}
+
+// coversHost reports whether a rule's Host a matches every request a
+// rule's Host b does ("" matches any).
+func coversHost(a, b string) bool {
+	switch {
+	case a == "":
+		return true
+	case b == "":
+		return false
+	}
+	aName, aPort := splitHost(a)
+	bName, bPort := splitHost(b)
+	return strings.EqualFold(aName, bName) && (aPort == "" || bPort != "" && samePort(aPort, bPort))
+}
+
+// coversPath reports whether a's Path and PathPrefix match every path that
+// b's do, b being a rule that matches some path.
+func coversPath(a, b Rule) bool {
+	switch {
+	case a.Path == "" && a.PathPrefix == "":
+		return true
+	case b.Path != "":
+		return (a.Path == "" || a.Path == b.Path) && (a.PathPrefix == "" || hasPathPrefix(b.Path, a.PathPrefix))
+	case b.PathPrefix != "":
+		// b matches b.PathPrefix itself and the paths below it, all of
+		// which lie below a.PathPrefix exactly when b.PathPrefix does.
+		return a.Path == "" && hasPathPrefix(b.PathPrefix, a.PathPrefix)
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

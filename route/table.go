@@ -328,6 +328,19 @@ func foldHost(key *[maxHostKey]byte, name string) (int, bool) {
 	return n, true
 }
 
+// FoldHost returns s folded as the table folds host names (foldHost), with
+// no bound on its length: two strings fold alike exactly when
+// strings.EqualFold reports them equal, so the fold can key a map of hosts.
+// An invalid byte folds to U+FFFD.
+func FoldHost(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		b.WriteRune(foldRune(r))
+	}
+	return b.String()
+}
+
 // foldRune returns the member of r's simple-folding orbit that stands for
 // the orbit (foldHost).
 func foldRune(r rune) rune {

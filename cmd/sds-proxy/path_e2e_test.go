@@ -157,10 +157,10 @@ func TestPathNormalisation(t *testing.T) {
 	e.metricIs(3, "sds_requests_total", "point", "echo", "result", "proxied")
 }
 
-// TestRoutePathRuleAgrees: config validation and the proxy's normaliser,
-// which config may not import, agree on which route paths can match: a
-// path that validate accepts is one the proxy routes by, and one it
-// refuses is one the proxy answers 400.
+// TestRoutePathRuleAgrees: config validation, which asks route.Normalize,
+// and the proxy's normaliser agree on which route paths can match: a path
+// that validate accepts is one the proxy routes by, and one it refuses is
+// one the proxy answers 400.
 func TestRoutePathRuleAgrees(t *testing.T) {
 	t.Parallel()
 	for _, p := range []string{
