@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Cluster is the Redis that the points' shared token buckets live in
@@ -84,43 +82,6 @@ const (
 	maxClusterTokensPerSec  = 1_000_000_000
 	maxClusterBucketSize    = 1_000_000_000_000
 )
-
-// cluster decodes the cluster mapping into f.Cluster, defaults first.
-func (d *decoder) cluster(n *yaml.Node) {
-	c := &Cluster{KeyPrefix: DefaultClusterKeyPrefix, Timeout: DefaultClusterTimeout, Replicas: 1}
-	d.out.f.Cluster = c
-	scope, base := within(keyCluster)
-	d.fields(n, scope, base, clusterSection, map[*key]setter{
-		keyClusterAddresses:    d.strings(loc{field: keyClusterAddresses.path}, &c.Addresses),
-		keyClusterUsername:     d.str(&c.Username),
-		keyClusterPasswordFile: d.str(&c.PasswordFile),
-		keyClusterTLS: func(_ string, v *yaml.Node) {
-			c.TLS = &ClusterTLS{}
-			scope, base := within(keyClusterTLS)
-			d.fields(v, scope, base, clusterTLSSection, map[*key]setter{
-				keyClusterTLSCAFile:     d.str(&c.TLS.CAFile),
-				keyClusterTLSCertFile:   d.str(&c.TLS.CertFile),
-				keyClusterTLSKeyFile:    d.str(&c.TLS.KeyFile),
-				keyClusterTLSServerName: d.str(&c.TLS.ServerName),
-			})
-		},
-		keyClusterDB:         integer(d, &c.DB),
-		keyClusterMasterName: d.str(&c.MasterName),
-		keyClusterKeyPrefix:  d.str(&c.KeyPrefix),
-		keyClusterTimeout:    d.duration(&c.Timeout),
-		keyClusterReplicas:   integer(d, &c.Replicas),
-	})
-}
-
-// clusterBucket decodes a point's clusterTokenBucket into b.
-func (d *decoder) clusterBucket(n *yaml.Node, point string, b *ClusterTokenBucket) {
-	scope, base := inPoint(keyClusterTokenBucket, point)
-	d.fields(n, scope, base, clusterBucketSection, map[*key]setter{
-		keyClusterBucketTokensPerSecond: integer(d, &b.TokensPerSecond),
-		keyClusterBucketSize:            integer(d, &b.Size),
-	})
-
-}
 
 // cluster checks cluster: and every point's clusterTokenBucket.
 func (c *checker) cluster() {

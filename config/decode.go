@@ -2,9 +2,11 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -67,8 +69,6 @@ type decoded struct {
 	bad map[loc]bool
 	// root is where the top-level mapping starts.
 	root pos
-	// bodyFile maps a point's name to its fallback's bodyFile as written.
-	bodyFile map[string]string
 	// negative holds the text of each threshold and duration written
 	// negative ("-1", "-1ms"): an off value as the file spells it, which
 	// decoding folds (a threshold to off, delayTime's -1 to 0), so that a
@@ -102,29 +102,12 @@ func (d *decoded) good(ls ...loc) bool {
 	return true
 }
 
-// decoder walks the YAML node tree by the schema of sds.yaml (README,
-// Configuration; the keys are defined in keys.go).
+// decoder walks the YAML node tree by the schema of sds.yaml (the keys
+// defined in keys.go), into the Go fields the keys name.
 type decoder struct {
 	p      *problems
 	out    *decoded
 	budget int
-	// setters, when not nil, records the keys each section's setters
-	// decode, for TestDecoderKeys; nil while decoding for real.
-	setters map[*section][]string
-	// release is the mapping whose entries entries lets go of as it
-	// decodes them (releasable); nil for none.
-	release *yaml.Node
-}
-
-// releasable reports whether n is a mapping or list that its parent alone
-// points to: it has no anchor, so no alias reaches it (an alias is to an
-// anchor), and it is no alias itself. Its entries may then be let go as
-// they are decoded, so that the tree of a large file shrinks while its
-// config grows: the points and routes of a 1 MiB file of 10,000 points
-// are 22 MiB of nodes, which a reload held beside the config in force and
-// the new one. An entry may itself be anchored: the aliases to it hold it.
-func releasable(n *yaml.Node) bool {
-	return (n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode) && n.Anchor == ""
 }
 
 // setter decodes the value v of key into its destination.
@@ -161,12 +144,7 @@ func decode(data []byte, p *problems) *decoded {
 		fileEmpty(p)
 		return nil
 	}
-	d := &decoder{p: p, budget: maxNodes, out: &decoded{
-		f:        newFile(),
-		at:       map[loc]span{},
-		bad:      map[loc]bool{},
-		bodyFile: map[string]string{},
-	}}
+	d := &decoder{p: p, budget: maxNodes, out: &decoded{f: newFile(), at: map[loc]span{}, bad: map[loc]bool{}}}
 	root := doc.Content[0]
 	d.out.root = pos{root.Line, root.Column}
 	if root.ShortTag() == "!!null" {
@@ -264,50 +242,124 @@ func firstBadLine(data []byte) int {
 
 // top decodes the top-level mapping.
 func (d *decoder) top(n *yaml.Node) {
-	f := d.out.f
-	d.fields(n, "at the top level", loc{}, topSection, map[*key]setter{
-		keyListen:             d.str(&f.Listen),
-		keyH2C:                d.boolean(&f.H2C),
-		keyUpstream:           d.str(&f.Upstream),
-		keyAdmin:              d.str(&f.Admin),
-		keyForwardedHeaders:   d.boolean(&f.ForwardedHeaders),
-		keyWindow:             d.duration(&f.Window),
-		keyBuckets:            integer(d, &f.Buckets),
-		keyPressureTestHeader: d.str(&f.PressureTestHeader),
-		keyAccessLog:          d.boolean(&f.AccessLog),
-		keyDrainTimeout:       d.duration(&f.DrainTimeout),
-		keyMaxConnections:     integer(d, &f.MaxConnections),
-		keyAdminTokenFile:     d.str(&f.AdminTokenFile),
-		keyTLS:                func(_ string, v *yaml.Node) { d.tls(v, &f.TLS) },
-		keyCluster:            func(_ string, v *yaml.Node) { d.cluster(v) },
-		keyRoutes:             func(_ string, v *yaml.Node) { d.routes(v) },
-		keyPoints:             func(_ string, v *yaml.Node) { d.points(v) },
-	})
+	d.fields(n, "at the top level", loc{}, topSection, reflect.ValueOf(d.out.f).Elem())
 }
 
-// within returns the scope of the keys of the mapping k at the top level,
-// for messages, and the location its keys' paths start from.
-func within(k *key) (string, loc) { return "in " + k.path, loc{field: k.path + "."} }
+// value decodes v, the value of the key k of the mapping at base, into
+// the field k names in owner, by k's kind and the field's type.
+func (d *decoder) value(k *key, v *yaml.Node, base loc, owner reflect.Value) {
+	dst := owner
+	if k.field != "" {
+		dst = owner.FieldByName(k.field)
+	}
+	before := len(d.p.errs)
+	switch k.kind {
+	case kindMapping:
+		d.mapping(k, v, base, dst)
+	case kindList:
+		d.routes(v)
+	case kindNamed:
+		d.points(v)
+	case kindHeaders:
+		d.headers(v, base.point, dst.Addr().Interface().(*[][2]string))
+	case kindStrings:
+		d.strings(loc{point: base.point, route: base.route, field: k.path}, dst.Addr().Interface().(*[]string))(k.name, v)
+	case kindBool:
+		d.boolean(dst.Addr().Interface().(*bool))(k.name, v)
+	case kindString:
+		d.text(k, v, dst)
+	case kindDuration:
+		d.duration(k, dst.Addr().Interface().(*time.Duration))(k.name, v)
+	default:
+		d.number(k, v, dst)
+	}
+	if k.sets != "" && len(d.p.errs) == before {
+		owner.FieldByName(k.sets).SetBool(true)
+	}
+}
 
-// tls decodes the tls mapping into t.
-func (d *decoder) tls(n *yaml.Node, t *TLS) {
-	scope, base := within(keyTLS)
-	d.fields(n, scope, base, tlsSection, map[*key]setter{
-		keyTLSCertFile: d.str(&t.CertFile),
-		keyTLSKeyFile:  d.str(&t.KeyFile),
-		keyTLSACME: func(_ string, v *yaml.Node) {
-			t.ACME = &ACME{}
-			scope, base := within(keyTLSACME)
-			d.fields(v, scope, base, acmeSection, map[*key]setter{
-				keyACMEDomains:    d.strings(loc{field: keyACMEDomains.path}, &t.ACME.Domains),
-				keyACMEEmail:      d.str(&t.ACME.Email),
-				keyACMECA:         d.str(&t.ACME.CA),
-				keyACMECARoot:     d.str(&t.ACME.CARoot),
-				keyACMEStorage:    d.str(&t.ACME.Storage),
-				keyACMEHTTPListen: d.str(&t.ACME.HTTPListen),
-			})
-		},
-	})
+// mapping decodes the mapping v of the key k into dst, a struct or a
+// pointer to one, which it allocates: the section's defaults first, and
+// a struct with an On field (limiter.AdaptiveConcurrency) turned on.
+func (d *decoder) mapping(k *key, v *yaml.Node, base loc, dst reflect.Value) {
+	if dst.Kind() == reflect.Pointer {
+		dst.Set(reflect.New(dst.Type().Elem()))
+		dst = dst.Elem()
+	}
+	if k.section.defaults {
+		setDefaults(k.section, dst)
+	}
+	if on := dst.FieldByName("On"); on.IsValid() && on.Kind() == reflect.Bool {
+		on.SetBool(true)
+	}
+	inner := base
+	inner.field = k.path + "."
+	var scope string
+	switch {
+	case base.point != "":
+		scope = fmt.Sprintf("in the %s of point %q", k.path, base.point)
+	case base.route != 0:
+		scope = fmt.Sprintf("in the %s of route %d", k.path, base.route)
+	default:
+		scope = "in " + k.path
+	}
+	d.fields(v, scope, inner, k.section, dst)
+}
+
+// text decodes a string into dst: a string, the bytes of one, or, for a
+// key with an enum, a bool (the enum's second value) or a priority.
+func (d *decoder) text(k *key, v *yaml.Node, dst reflect.Value) {
+	want := cmp.Or(k.want, "a string")
+	if len(k.enum) > 0 {
+		want = strings.Join(k.enum[:len(k.enum)-1], ", ") + " or " + k.enum[len(k.enum)-1]
+	}
+	s, ok := d.scalar(k.name, v, "!!str", want)
+	if !ok {
+		return
+	}
+	switch dst.Interface().(type) {
+	case string:
+		dst.SetString(s.Value)
+	case []byte:
+		dst.SetBytes([]byte(s.Value))
+	case bool:
+		if !slices.Contains(k.enum, s.Value) {
+			d.p.add(pos{v.Line, v.Column}, "%s: want %s, got %q", k.name, want, s.Value)
+			return
+		}
+		dst.SetBool(s.Value == k.enum[1])
+	case limiter.Priority:
+		pr, ok := limiter.ParsePriority(s.Value)
+		if !ok {
+			d.p.add(pos{v.Line, v.Column}, "%s: want %s, got %q", k.name, want, s.Value)
+			return
+		}
+		dst.Set(reflect.ValueOf(pr))
+	}
+}
+
+// number decodes an integer into dst: an int or int64, or a
+// limiter.Threshold, which for a kindThreshold key is off when negative
+// (SDS's -1) and otherwise is kept as written, for limiter.Policy.Check
+// to judge.
+func (d *decoder) number(k *key, v *yaml.Node, dst reflect.Value) {
+	switch p := dst.Addr().Interface().(type) {
+	case *int:
+		integer(d, p)(k.name, v)
+	case *int64:
+		integer(d, p)(k.name, v)
+	case *limiter.Threshold:
+		n := int64(-1)
+		before := len(d.p.errs)
+		integer(d, &n)(k.name, v)
+		switch {
+		case len(d.p.errs) > before && k.kind == kindInt:
+		case k.kind == kindThreshold && n < 0:
+			*p = limiter.Threshold{}
+		default:
+			*p = limiter.At(n)
+		}
+	}
 }
 
 // routes decodes the list of routes, in order.
@@ -320,14 +372,10 @@ func (d *decoder) routes(n *yaml.Node) {
 		d.p.add(pos{n.Line, n.Column}, "%s: %d routes; a config holds at most %d", keyRoutes.path, len(items), maxRoutes)
 		items = items[:maxRoutes]
 	}
-	// Sized at once: grown by doubling, the routes of a 1 MiB file cost
+	// Sized at once: grown by doubling, the routes of a large file cost
 	// twice their size again in copies.
 	d.out.f.Routes = slices.Grow(d.out.f.Routes, len(items))
-	release := releasable(n)
 	for i, item := range items {
-		if release && i > 0 {
-			items[i-1] = nil // decoded
-		}
 		r := Route{}
 		base := loc{route: i + 1}
 		d.out.at[base] = span{key: pos{item.Line, item.Column}, val: pos{item.Line, item.Column}}
@@ -338,34 +386,18 @@ func (d *decoder) routes(n *yaml.Node) {
 			d.out.f.Routes = append(d.out.f.Routes, r)
 			continue
 		}
-		d.fields(item, scope, base, routeSection, map[*key]setter{
-			keyRoutePoint: d.str(&r.Point),
-			keyRouteMatch: func(_ string, v *yaml.Node) {
-				scope := fmt.Sprintf("in the %s of route %d", keyRouteMatch.name, i+1)
-				d.fields(v, scope, loc{route: i + 1, field: keyRouteMatch.path + "."}, matchSection, map[*key]setter{
-					keyMatchMethods:    d.strings(loc{route: i + 1, field: keyMatchMethods.path}, &r.Methods),
-					keyMatchPath:       d.str(&r.Path),
-					keyMatchPathPrefix: d.str(&r.PathPrefix),
-					keyMatchHost:       d.str(&r.Host),
-				})
-			},
-			keyRoutePriority: d.priority(&r.Priority),
-		})
+		d.fields(item, scope, base, routeSection, reflect.ValueOf(&r).Elem())
 		d.out.f.Routes = append(d.out.f.Routes, r)
 	}
 }
 
 // points decodes the mapping of points, in file order.
 func (d *decoder) points(n *yaml.Node) {
-	// Sized at once: grown by doubling, 10,000 points of some 480 bytes
-	// each cost 20 MB of copies (a mapping's content is its keys and
+	// Sized at once: grown by doubling, the points of a large file cost
+	// their size again in copies (a mapping's content is its keys and
 	// values, in turn).
 	if n.Kind == yaml.MappingNode {
 		d.out.f.Points = slices.Grow(d.out.f.Points, min(len(n.Content)/2, maxPoints))
-	}
-	if releasable(n) {
-		d.release = n
-		defer func() { d.release = nil }()
 	}
 	d.entries(n, keyPoints.path, "a mapping of point names to their settings", func(name string, k, v *yaml.Node) {
 		if len(d.out.f.Points) == maxPoints {
@@ -381,108 +413,14 @@ func (d *decoder) points(n *yaml.Node) {
 		if m := d.resolve(v); m.Kind != yaml.MappingNode && m.ShortTag() != "!!null" {
 			d.out.bad[base] = true
 		}
-		d.fields(v, scope, base, pointSection, map[*key]setter{
-			keyTimeoutThreshold:                   d.duration(&p.TimeoutThreshold),
-			keyTimeoutCountThreshold:              d.threshold(&p.TimeoutCountThreshold),
-			keyVisitThreshold:                     d.threshold(&p.VisitThreshold),
-			keyConcurrentThreshold:                d.threshold(&p.ConcurrentThreshold),
-			keyExceptionThreshold:                 d.threshold(&p.ExceptionThreshold),
-			keyExceptionRateThreshold:             d.threshold(&p.ExceptionRateThreshold),
-			keyExceptionRateStart:                 integer(d, &p.ExceptionRateStart),
-			keyTokenBucketGeneratedTokensInSecond: d.threshold(&p.TokensPerSecond),
-			keyTokenBucketSize:                    d.threshold(&p.TokenBucketSize),
-			keyDowngradeRate:                      d.percent(&p.DowngradeRate),
-			keyDelayTime:                          d.delay(&p.DelayTime),
-			keyRetryInterval:                      d.delay(&p.RetryInterval),
-			keyPressureTestDowngrade:              d.boolean(&p.PressureTestDowngrade),
-			keyMode:                               d.mode(&p.Shadow),
-			keyUpstreamTimeout:                    d.duration(&p.UpstreamTimeout),
-			keyFallbackOnError:                    d.boolean(&p.FallbackOnError),
-			keyFallback:                           func(_ string, v *yaml.Node) { d.fallback(v, name, &p.Fallback) },
-			keyClusterTokenBucket:                 func(_ string, v *yaml.Node) { d.clusterBucket(v, name, &p.ClusterTokenBucket) },
-			keyRecoveryTime:                       d.delay(&p.RecoveryTime),
-			keyRecoveryStart:                      d.percent(&p.RecoveryStart),
-			keySheddableShare:                     d.percent(&p.SheddableShare),
-			keyAdaptiveConcurrency:                func(_ string, v *yaml.Node) { d.adaptive(v, name, &p.AdaptiveConcurrency) },
-		})
+		d.fields(v, scope, base, pointSection, reflect.ValueOf(&p).Elem())
 		d.out.f.Points = append(d.out.f.Points, p)
 	})
 }
 
-// threshold decodes an integer threshold into dst: a negative one is off,
-// as -1 is in SDS.
-func (d *decoder) threshold(dst *limiter.Threshold) setter {
-	return func(key string, v *yaml.Node) {
-		n := int64(-1)
-		integer(d, &n)(key, v)
-		*dst = limiter.Threshold{}
-		if n >= 0 {
-			*dst = limiter.At(n)
-		}
-	}
-}
-
-// percent decodes downgradeRate into dst as written, negative included:
-// limiter.Policy.Check reports a value that is not a percent.
-func (d *decoder) percent(dst *limiter.Threshold) setter {
-	return func(key string, v *yaml.Node) {
-		before := len(d.p.errs)
-		var n int64
-		integer(d, &n)(key, v)
-		if len(d.p.errs) == before {
-			*dst = limiter.At(n)
-		}
-	}
-}
-
-// delay decodes delayTime or retryInterval into dst. -1 (a millisecond)
-// is off, as in SDS, and decodes to 0; any other negative duration is kept
-// for limiter.Policy.Check to report.
-func (d *decoder) delay(dst *time.Duration) setter {
-	set := d.duration(dst)
-	return func(key string, v *yaml.Node) {
-		set(key, v)
-		if *dst == -time.Millisecond {
-			*dst = 0
-		}
-	}
-}
-
-// fallback decodes the fallback of point into fb; a bodyFile is read later.
-func (d *decoder) fallback(n *yaml.Node, point string, fb *Fallback) {
-	scope, base := inPoint(keyFallback, point)
-	d.fields(n, scope, base, fallbackSection, map[*key]setter{
-		keyFallbackStatus:  integer(d, &fb.Status),
-		keyFallbackHeaders: func(_ string, v *yaml.Node) { d.headers(v, point, fb) },
-		keyFallbackBody: func(key string, v *yaml.Node) {
-			if s, ok := d.scalar(key, v, "!!str", "a string"); ok {
-				fb.Body, fb.BodySet = []byte(s.Value), true
-			}
-		},
-		keyFallbackBodyFile: func(key string, v *yaml.Node) {
-			if s, ok := d.scalar(key, v, "!!str", "a path"); ok {
-				d.out.bodyFile[point] = s.Value
-				fb.BodySet = true
-			}
-		},
-		keyFallbackGRPCStatus: func(key string, v *yaml.Node) {
-			integer(d, &fb.GRPCStatus)(key, v)
-			fb.GRPCStatusSet = true
-		},
-		keyFallbackGRPCMessage: d.str(&fb.GRPCMessage),
-	})
-}
-
-// inPoint returns the scope of the keys of the mapping k of point, for
-// messages, and the location its keys' paths start from.
-func inPoint(k *key, point string) (string, loc) {
-	return fmt.Sprintf("in the %s of point %q", k.path, point), loc{point: point, field: k.path + "."}
-}
-
 // headers decodes a mapping of header names to a value or a list of values.
-func (d *decoder) headers(n *yaml.Node, point string, fb *Fallback) {
+func (d *decoder) headers(n *yaml.Node, point string, dst *[][2]string) {
 	d.entries(n, keyFallbackHeaders.name, "a mapping of header names to values such as Content-Type: application/json", func(name string, k, v *yaml.Node) {
-
 		v = d.resolve(v)
 		values := []*yaml.Node{v}
 		if v.Kind == yaml.SequenceNode {
@@ -494,8 +432,8 @@ func (d *decoder) headers(n *yaml.Node, point string, fb *Fallback) {
 				d.p.add(pos{vn.Line, vn.Column}, "header %s: want a value or a list of values, got %s", name, describe(vn))
 				continue
 			}
-			d.out.at[loc{point: point, field: fmt.Sprintf("%s[%d]", keyFallbackHeaders.path, len(fb.Headers))}] = span{key: pos{k.Line, k.Column}, val: pos{vn.Line, vn.Column}}
-			fb.Headers = append(fb.Headers, [2]string{name, vn.Value})
+			d.out.at[loc{point: point, field: fmt.Sprintf("%s[%d]", keyFallbackHeaders.path, len(*dst))}] = span{key: pos{k.Line, k.Column}, val: pos{vn.Line, vn.Column}}
+			*dst = append(*dst, [2]string{name, vn.Value})
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
@@ -21,14 +22,32 @@ const (
 
 // newFile returns a File holding every top-level default.
 func newFile() *File {
-	return &File{
-		Listen:           DefaultListen,
-		Admin:            DefaultAdmin,
-		ForwardedHeaders: true,
-		Window:           DefaultWindow,
-		Buckets:          DefaultBuckets,
-		DrainTimeout:     DefaultDrainTimeout,
-		MaxConnections:   DefaultMaxConnections,
+	f := &File{}
+	setDefaults(topSection, reflect.ValueOf(f).Elem())
+	return f
+}
+
+// setDefaults sets, in v, the struct of sec's keys, each key's default
+// (key.def): a string, a bool, an integer, or a duration written as a
+// string.
+func setDefaults(sec *section, v reflect.Value) {
+	for _, k := range sec.keys {
+		if k.def == nil || k.field == "" {
+			continue
+		}
+		f := v.FieldByName(k.field)
+		switch def := k.def.(type) {
+		case bool:
+			f.SetBool(def)
+		case int64:
+			f.SetInt(def)
+		case string:
+			if d, err := time.ParseDuration(def); err == nil && f.Type() == reflect.TypeFor[time.Duration]() {
+				f.SetInt(int64(d))
+			} else {
+				f.SetString(def)
+			}
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"slices"
@@ -98,19 +99,33 @@ func Diff(from, to *File) Change {
 	slices.Sort(c.Removed)
 	slices.Sort(c.Changed)
 	c.Routes = !reflect.DeepEqual(from.Routes, to.Routes)
-	c.Settings = changed([]field{
-		{keyUpstream.path, from.Upstream, to.Upstream},
-		{keyForwardedHeaders.path, from.ForwardedHeaders, to.ForwardedHeaders},
-		{keyWindow.path, from.Window, to.Window},
-		{keyBuckets.path, from.Buckets, to.Buckets},
-		{keyPressureTestHeader.path, from.PressureTestHeader, to.PressureTestHeader},
-		{keyAccessLog.path, from.AccessLog, to.AccessLog},
-		{keyDrainTimeout.path, from.DrainTimeout, to.DrainTimeout},
-		{keyMaxConnections.path, from.MaxConnections, to.MaxConnections},
-		{keyAdminTokenFile.path, adminToken{from.AdminTokenFile, string(from.AdminToken)}, adminToken{to.AdminTokenFile, string(to.AdminToken)}},
-	})
-	c.NeedsRestart = restart(from, to)
+	c.Settings, c.NeedsRestart = changedKeys(from, to)
 	return c
+}
+
+// changedKeys names the top-level settings that differ between two
+// configs, those that apply on a reload and those that need a restart
+// (key.restart), in the order of the keys. The admin token file counts
+// as changed when the token in it did.
+func changedKeys(from, to *File) (reload, restart []string) {
+	a, b := reflect.ValueOf(from).Elem(), reflect.ValueOf(to).Elem()
+	for _, k := range topSection.keys {
+		if k.kind == kindList || k.kind == kindNamed {
+			continue
+		}
+		same := reflect.DeepEqual(field(k, a).Interface(), field(k, b).Interface())
+		if k == keyAdminTokenFile {
+			same = same && bytes.Equal(from.AdminToken, to.AdminToken)
+		}
+		switch {
+		case same:
+		case k.restart:
+			restart = append(restart, k.path)
+		default:
+			reload = append(reload, k.path)
+		}
+	}
+	return reload, restart
 }
 
 // pointsByName returns f's points by name; of two with one name, the
@@ -125,38 +140,25 @@ func pointsByName(f *File) map[string]*Point {
 	return m
 }
 
-// restart names the restart-only settings that differ between a and b.
-func restart(a, b *File) []string {
-	return changed([]field{
-		{keyListen.path, a.Listen, b.Listen},
-		{keyAdmin.path, a.Admin, b.Admin},
-		{keyTLS.path, a.TLS, b.TLS},
-		{keyH2C.path, a.H2C, b.H2C},
-		{keyCluster.path, a.Cluster, b.Cluster},
-	})
-}
-
-// restartPart returns the settings of f that restart compares, in a File
-// of their own; nil for nil.
+// restartPart returns the settings of f that need a restart
+// (key.restart), in a File of their own; nil for nil.
 func restartPart(f *File) *File {
 	if f == nil {
 		return nil
 	}
-	return &File{Listen: f.Listen, Admin: f.Admin, TLS: f.TLS, H2C: f.H2C, Cluster: f.Cluster}
-}
-
-type field struct {
-	name     string
-	from, to any
-}
-
-// changed names the fields whose values differ, in order.
-func changed(fields []field) []string {
-	var out []string
-	for _, f := range fields {
-		if !reflect.DeepEqual(f.from, f.to) {
-			out = append(out, f.name)
+	out := &File{}
+	a, b := reflect.ValueOf(f).Elem(), reflect.ValueOf(out).Elem()
+	for _, k := range topSection.keys {
+		if k.restart {
+			field(k, b).Set(field(k, a))
 		}
 	}
 	return out
+}
+
+// restart names the settings that need a restart and differ between a
+// and b (Change.NeedsRestart).
+func restart(a, b *File) []string {
+	_, r := changedKeys(a, b)
+	return r
 }

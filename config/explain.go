@@ -28,119 +28,184 @@ type Setting struct {
 func (s Setting) String() string { return s.Key + ": " + s.From + " -> " + s.To }
 
 // PointSettings returns the settings that differ between two versions of
-// a point, in the order of the file's point keys (docs/configuration.md, Configuration);
-// nil when none does. It explains what Diff reports as a changed point:
-// when Diff names a point changed, PointSettings names at least one
-// setting.
+// a point, in the order of the point's keys (keys.go); nil when none
+// does. It explains what Diff reports as a changed point: when Diff names
+// a point changed, PointSettings names at least one setting.
 func PointSettings(from, to *Point) []Setting {
 	var out settings
-	a, b := &from.Policy, &to.Policy
-	out.add(keyTimeoutThreshold.path, offDuration(a.TimeoutThreshold), offDuration(b.TimeoutThreshold))
-	out.add(keyTimeoutCountThreshold.path, threshold(a.TimeoutCountThreshold), threshold(b.TimeoutCountThreshold))
-	out.add(keyVisitThreshold.path, threshold(a.VisitThreshold), threshold(b.VisitThreshold))
-	out.add(keyConcurrentThreshold.path, threshold(a.ConcurrentThreshold), threshold(b.ConcurrentThreshold))
-	out.add(keyExceptionThreshold.path, threshold(a.ExceptionThreshold), threshold(b.ExceptionThreshold))
-	out.add(keyExceptionRateThreshold.path, threshold(a.ExceptionRateThreshold), threshold(b.ExceptionRateThreshold))
-	out.add(keyExceptionRateStart.path, strconv.FormatInt(a.ExceptionRateStart, 10), strconv.FormatInt(b.ExceptionRateStart, 10))
-	out.add(keyTokenBucketGeneratedTokensInSecond.path, threshold(a.TokensPerSecond), threshold(b.TokensPerSecond))
-	out.add(keyTokenBucketSize.path, threshold(a.TokenBucketSize), threshold(b.TokenBucketSize))
-	out.add(keyDowngradeRate.path, threshold(a.DowngradeRate), threshold(b.DowngradeRate))
-	out.add(keyDelayTime.path, offDuration(a.DelayTime), offDuration(b.DelayTime))
-	out.add(keyRetryInterval.path, offDuration(a.RetryInterval), offDuration(b.RetryInterval))
-	out.add(keyPressureTestDowngrade.path, strconv.FormatBool(a.PressureTestDowngrade), strconv.FormatBool(b.PressureTestDowngrade))
-	out.add(keyMode.path, mode(a.Shadow), mode(b.Shadow))
-	out.add(keyUpstreamTimeout.path, offDuration(from.UpstreamTimeout), offDuration(to.UpstreamTimeout))
-	out.add(keyFallbackOnError.path, strconv.FormatBool(from.FallbackOnError), strconv.FormatBool(to.FallbackOnError))
-	fa, fb := &from.Fallback, &to.Fallback
-	out.add(keyFallbackStatus.path, fallbackStatus(fa.Status), fallbackStatus(fb.Status))
-	out.add(keyFallbackHeaders.path, headers(fa.Headers), headers(fb.Headers))
-	out.add(keyFallbackBodyFile.path, unsetString(fa.BodyFile), unsetString(fb.BodyFile))
-	if fa.BodySet != fb.BodySet || !bytes.Equal(fa.Body, fb.Body) {
-		out = append(out, Setting{keyFallbackBody.path, body(fa), body(fb)})
+	a, b := reflect.ValueOf(from).Elem(), reflect.ValueOf(to).Elem()
+	for _, k := range pointSection.keys {
+		out.key(k, a, b)
 	}
-	out.add(keyFallbackGRPCStatus.path, grpcStatus(fa), grpcStatus(fb))
-	out.add(keyFallbackGRPCMessage.path, unsetString(fa.GRPCMessage), unsetString(fb.GRPCMessage))
-	ca, cb := from.ClusterTokenBucket, to.ClusterTokenBucket
-	out.add(keyClusterBucketTokensPerSecond.path, clusterFigure(ca.TokensPerSecond), clusterFigure(cb.TokensPerSecond))
-	out.add(keyClusterBucketSize.path, clusterFigure(ca.Size), clusterFigure(cb.Size))
-	out.add(keyRecoveryTime.path, offDuration(a.RecoveryTime), offDuration(b.RecoveryTime))
-	out.add(keyRecoveryStart.path, strconv.FormatInt(a.RecoveryStartPercent(), 10), strconv.FormatInt(b.RecoveryStartPercent(), 10))
-	out.add(keySheddableShare.path, strconv.FormatInt(a.SheddablePercent(), 10), strconv.FormatInt(b.SheddablePercent(), 10))
-	aa, ab := adaptiveSettings(a.AdaptiveConcurrency), adaptiveSettings(b.AdaptiveConcurrency)
-	out.add(keyAdaptiveConcurrency.path, aa.on, ab.on)
-	out.add(keyAdaptiveMinLimit.path, aa.minLimit, ab.minLimit)
-	out.add(keyAdaptiveMaxLimit.path, aa.maxLimit, ab.maxLimit)
-	out.add(keyAdaptiveInterval.path, aa.interval, ab.interval)
-	out.add(keyAdaptiveTolerance.path, aa.tolerance, ab.tolerance)
-	out.add(keyAdaptiveMinLatencyInterval.path, aa.minLatencyInterval, ab.minLatencyInterval)
 	return out
-}
-
-// adaptiveFigures are an adaptive limit's settings as the file writes
-// them, "default" for a field left to its default.
-type adaptiveFigures struct{ on, minLimit, maxLimit, interval, tolerance, minLatencyInterval string }
-
-func adaptiveSettings(a limiter.AdaptiveConcurrency) adaptiveFigures {
-	on := "off"
-	if a.On {
-		on = "on"
-	}
-	count := func(n int64) string {
-		if n == 0 {
-			return "default"
-		}
-		return strconv.FormatInt(n, 10)
-	}
-	duration := func(d time.Duration) string {
-		if d == 0 {
-			return "default"
-		}
-		return d.String()
-	}
-	tolerance := "default"
-	if n, on := a.Tolerance.Get(); on {
-		tolerance = strconv.FormatInt(n, 10)
-	}
-	return adaptiveFigures{on, count(a.MinLimit), count(a.MaxLimit), duration(a.Interval), tolerance, duration(a.MinLatencyInterval)}
 }
 
 // FileSettings returns the top-level settings that differ between two
 // configs, in the order Diff names them in Change.Settings (reload) and
 // Change.NeedsRestart (restart): a key of restart starts with one of
-// NeedsRestart's names ("tls.certFile" for "tls").
+// NeedsRestart's names ("tls.certFile" for "tls"). The admin token is
+// never shown, only its file's path (a new token in the same file is a
+// change Diff names, with nothing to show here).
 func FileSettings(from, to *File) (reload, restart []Setting) {
-	var r settings
-	r.add(keyUpstream.path, strconv.Quote(from.Upstream), strconv.Quote(to.Upstream))
-	r.add(keyForwardedHeaders.path, strconv.FormatBool(from.ForwardedHeaders), strconv.FormatBool(to.ForwardedHeaders))
-	r.add(keyWindow.path, from.Window.String(), to.Window.String())
-	r.add(keyBuckets.path, strconv.Itoa(from.Buckets), strconv.Itoa(to.Buckets))
-	r.add(keyPressureTestHeader.path, strconv.Quote(from.PressureTestHeader), strconv.Quote(to.PressureTestHeader))
-	r.add(keyAccessLog.path, strconv.FormatBool(from.AccessLog), strconv.FormatBool(to.AccessLog))
-	r.add(keyDrainTimeout.path, from.DrainTimeout.String(), to.DrainTimeout.String())
-	r.add(keyMaxConnections.path, strconv.Itoa(from.MaxConnections), strconv.Itoa(to.MaxConnections))
-	// The path only: the token is never shown (a new token in the same
-	// file is a change Diff names, with nothing to show here).
-	r.add(keyAdminTokenFile.path, unsetString(from.AdminTokenFile), unsetString(to.AdminTokenFile))
-	var s settings
-	s.add(keyListen.path, strconv.Quote(from.Listen), strconv.Quote(to.Listen))
-	s.add(keyAdmin.path, strconv.Quote(from.Admin), strconv.Quote(to.Admin))
-	s.add(keyTLSCertFile.path, unsetString(from.TLS.CertFile), unsetString(to.TLS.CertFile))
-	s.add(keyTLSKeyFile.path, unsetString(from.TLS.KeyFile), unsetString(to.TLS.KeyFile))
-	switch a, b := from.TLS.ACME, to.TLS.ACME; {
-	case a == nil && b == nil:
-	case a == nil || b == nil:
-		s.add(keyTLSACME.path, acme(a), acme(b))
-	default:
-		s.add(keyACMEDomains.path, strings.Join(a.Domains, " "), strings.Join(b.Domains, " "))
-		s.add(keyACMEEmail.path, unsetString(a.Email), unsetString(b.Email))
-		s.add(keyACMECA.path, unsetString(a.CA), unsetString(b.CA))
-		s.add(keyACMECARoot.path, unsetString(a.CARoot), unsetString(b.CARoot))
-		s.add(keyACMEStorage.path, unsetString(a.Storage), unsetString(b.Storage))
-		s.add(keyACMEHTTPListen.path, unsetString(a.HTTPListen), unsetString(b.HTTPListen))
+	var r, s settings
+	a, b := reflect.ValueOf(from).Elem(), reflect.ValueOf(to).Elem()
+	for _, k := range topSection.keys {
+		if k.restart {
+			s.key(k, a, b)
+		} else {
+			r.key(k, a, b)
+		}
 	}
-	s.add(keyH2C.path, strconv.FormatBool(from.H2C), strconv.FormatBool(to.H2C))
-	s.add(keyCluster.path, clusterString(from.Cluster), clusterString(to.Cluster))
 	return r, s
+}
+
+// key adds the settings of k that differ between a and b, two structs
+// that hold it. Routes and points are not settings: they are compared on
+// their own.
+func (s *settings) key(k *key, a, b reflect.Value) {
+	va, vb := field(k, a), field(k, b)
+	switch k.kind {
+	case kindList, kindNamed:
+		return
+	case kindMapping:
+		if va.Kind() == reflect.Pointer {
+			switch {
+			case va.IsNil() && vb.IsNil():
+				return
+			case va.IsNil() || vb.IsNil() || k.whole:
+				s.add(k.path, k.show(a, va), k.show(b, vb))
+				return
+			}
+			va, vb = va.Elem(), vb.Elem()
+		} else if k.show != nil {
+			s.add(k.path, k.show(a, va), k.show(b, vb))
+		}
+		for _, sub := range k.section.keys {
+			s.key(sub, va, vb)
+		}
+		return
+	}
+	from, to := showKey(k, a, va), showKey(k, b, vb)
+	differ := from != to
+	if x, ok := va.Interface().([]byte); ok {
+		// A body is shown cut short, so compared whole, with whether
+		// it is set.
+		differ = !bytes.Equal(x, vb.Bytes()) || a.FieldByName(k.sets).Bool() != b.FieldByName(k.sets).Bool()
+	}
+	if differ {
+		*s = append(*s, Setting{k.path, from, to})
+	}
+}
+
+// field returns the field of owner that k names (owner itself for "").
+func field(k *key, owner reflect.Value) reflect.Value {
+	if k.field == "" {
+		return owner
+	}
+	return owner.FieldByName(k.field)
+}
+
+// showKey writes the value v of k, held by owner, for a Setting: by k's
+// show, or else by its type: a string quoted ("default" when empty), a
+// bool true or false (the enum's second or first value for a key with
+// one), a threshold or a duration "off" when off, headers as name:
+// "value" pairs, a list of strings joined by spaces, a number in decimal.
+func showKey(k *key, owner, v reflect.Value) string {
+	if k.show != nil {
+		return k.show(owner, v)
+	}
+	if b, ok := v.Interface().(bool); ok && len(k.enum) == 2 {
+		return k.enum[map[bool]int{false: 0, true: 1}[b]]
+	}
+	return showValue(v)
+}
+
+// showValue is showKey by the type of v alone.
+func showValue(v reflect.Value) string {
+	switch x := v.Interface().(type) {
+	case string:
+		return unsetString(x)
+	case limiter.Threshold:
+		return threshold(x)
+	case time.Duration:
+		if x <= 0 {
+			return "off"
+		}
+		return x.String()
+	case [][2]string:
+		return headers(x)
+	case []string:
+		return strings.Join(x, " ")
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// The show functions of keys.go (key.show).
+
+func showQuoted(_, v reflect.Value) string { return strconv.Quote(v.String()) }
+
+func showText(_, v reflect.Value) string { return fmt.Sprint(v.Interface()) }
+
+// showOrDefault writes a zero value as "default": the field is left to
+// the proxy's or the limiter's default.
+func showOrDefault(_, v reflect.Value) string {
+	if v.IsZero() {
+		return "default"
+	}
+	return showValue(v)
+}
+
+func showFigure(_, v reflect.Value) string { return clusterFigure(v.Int()) }
+
+func showOn(_, v reflect.Value) string {
+	if v.FieldByName("On").Bool() {
+		return "on"
+	}
+	return "off"
+}
+
+func showRecoveryStart(owner, _ reflect.Value) string {
+	return strconv.FormatInt(owner.Interface().(Point).RecoveryStartPercent(), 10)
+}
+
+func showSheddableShare(owner, _ reflect.Value) string {
+	return strconv.FormatInt(owner.Interface().(Point).SheddablePercent(), 10)
+}
+
+func showACME(_, v reflect.Value) string {
+	a := v.Interface().(*ACME)
+	if a == nil {
+		return "off"
+	}
+	return keyACMEDomains.name + " " + strings.Join(a.Domains, " ")
+}
+
+func showCluster(_, v reflect.Value) string { return clusterString(v.Interface().(*Cluster)) }
+
+// showBody writes a fallback's body as its size and its first bytes
+// quoted, or where it comes from.
+func showBody(owner, _ reflect.Value) string {
+	f := owner.Interface().(Fallback)
+	switch {
+	case !f.BodySet:
+		return "default"
+	case f.Body == nil && f.BodyFile != "":
+		return "from " + keyFallbackBodyFile.name + " " + strconv.Quote(f.BodyFile)
+	case len(f.Body) > maxShown:
+		return fmt.Sprintf("%d bytes %q...", len(f.Body), f.Body[:maxShown])
+	}
+	return fmt.Sprintf("%d bytes %q", len(f.Body), f.Body)
+}
+
+func showGRPCStatus(owner, _ reflect.Value) string {
+	f := owner.Interface().(Fallback)
+	switch {
+	case f.GRPCStatusSet:
+		return strconv.Itoa(f.GRPCStatus)
+	case f.GRPCStatus != 0: // not from a file: the decoder sets both
+		return fmt.Sprintf("default (%d unset)", f.GRPCStatus)
+	}
+	return "default"
 }
 
 // RouteEdit is one line of the difference between two route lists: a
@@ -261,32 +326,11 @@ func threshold(t limiter.Threshold) string {
 	return "off"
 }
 
-func offDuration(d time.Duration) string {
-	if d <= 0 {
-		return "off"
-	}
-	return d.String()
-}
-
-func mode(shadow bool) string {
-	if shadow {
-		return "shadow"
-	}
-	return "enforce"
-}
-
 func unsetString(s string) string {
 	if s == "" {
 		return "default"
 	}
 	return strconv.Quote(s)
-}
-
-func fallbackStatus(status int) string {
-	if status == 0 {
-		return "default"
-	}
-	return strconv.Itoa(status)
 }
 
 func headers(hs [][2]string) string {
@@ -298,34 +342,4 @@ func headers(hs [][2]string) string {
 		parts[i] = h[0] + ": " + strconv.Quote(h[1])
 	}
 	return strings.Join(parts, ", ")
-}
-
-func body(f *Fallback) string {
-	switch {
-	case !f.BodySet:
-		return "default"
-	case f.Body == nil && f.BodyFile != "":
-		return "from " + keyFallbackBodyFile.name + " " + strconv.Quote(f.BodyFile)
-	case len(f.Body) > maxShown:
-		return fmt.Sprintf("%d bytes %q...", len(f.Body), f.Body[:maxShown])
-	}
-	return fmt.Sprintf("%d bytes %q", len(f.Body), f.Body)
-}
-
-func grpcStatus(f *Fallback) string {
-	switch {
-	case f.GRPCStatusSet:
-		return strconv.Itoa(f.GRPCStatus)
-	case f.GRPCStatus != 0: // not from a file: the decoder sets both
-		return fmt.Sprintf("default (%d unset)", f.GRPCStatus)
-	}
-	return "default"
-}
-
-func acme(a *ACME) string {
-	if a == nil {
-		return "off"
-	}
-	return keyACMEDomains.name + " " + strings.Join(a.Domains, " ")
-
 }

@@ -1,30 +1,23 @@
 package config
 
-// The keys of sds.yaml, defined once: each key is a variable below (keyX),
-// and no other string of the package's code spells its name. The decoder binds its setters to
-// these variables and accepts a key in a mapping only when the mapping's
-// section defines it (any other is an "unknown key", with the nearest
-// defined one suggested); validation and its messages, the reload's
-// explanation (PointSettings, FileSettings, Diff) and the positions of
-// problems name a key by its path; and Schema generates the JSON Schema of
-// the file from the same sections, with each key's description, type,
-// default, unit and the limits that validation enforces. TestDecoderKeys
-// fails when the decoder reads a key not defined here, or leaves one
-// unread; TestKeysNamedOnce, when a key's name is written in a string
-// anywhere else in the package; TestExplanationKeys, when the reload's
-// explanation leaves a key out.
+// The keys of sds.yaml, defined once: each key is a variable below
+// (keyX), and everything about it comes from there. The decoder walks the
+// sections and decodes each key by its kind into the Go field it names
+// (key.field, found by reflection); validation and its messages, the
+// positions of problems, the reload's explanation (Diff, FileSettings,
+// PointSettings, from key.restart and key.show) and the JSON Schema
+// (Schema: doc, type, default, unit, enum and bounds) are derived from the
+// same definitions.
 //
-// To add a key: define it in its section below (name, kind, doc, and its
-// default, unit, enum or bounds where it has them), list it in the
-// section, give the decoder a setter for it, name it in FileSettings or
-// PointSettings (and Diff, for a top-level key), and regenerate the schema's
-// copy in the repository: go run ./cmd/sds-proxy schema >
+// To add a key: give its struct its Go field (with the doc comment of its
+// contract), and define the key in its section below, listed in the
+// section's keys. A rule between keys goes in validation. Then regenerate
+// the schema's copy in the repository: go run ./cmd/sds-proxy schema >
 // docs/sds.schema.json (TestSchemaFileIsCurrent fails until then).
-// TestSchemaRejectsOnlyWhatValidateRejects then checks the new key's type
-// and bounds against validation.
 
 import (
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
@@ -84,6 +77,35 @@ type key struct {
 	seconds bool
 	// section holds the keys of a kindMapping, kindList or kindNamed.
 	section *section
+
+	// field names the Go field the value decodes into, in the struct the
+	// key's section decodes into (found by reflection: a promoted field of
+	// an embedded struct, such as Point's limiter.Policy, is found too).
+	// "" for a mapping whose keys are fields of that same struct (a
+	// route's match). Its type chooses the decoding of the kind: a
+	// limiter.Threshold for kindInt is a number kept as written, for
+	// kindThreshold one whose negative is off; a bool or a
+	// limiter.Priority for a string with an enum is the enum's value.
+	field string
+	// sets names a bool field of the same struct set true when the key's
+	// value decodes (the fallback's BodySet, GRPCStatusSet); "" for none.
+	sets string
+	// want names a string's value in the message of a wrong type, such as
+	// "a path"; "" is "a string".
+	want string
+	// sdsOff marks a duration whose -1 (a millisecond) is off, as in SDS,
+	// and decodes to 0; other negatives are kept for validation.
+	sdsOff bool
+	// restart marks a top-level key whose change applies only on a
+	// restart (Change.NeedsRestart); the others apply on a reload.
+	restart bool
+	// show writes the key's value for a reload's explanation (Setting),
+	// given the struct that holds it and the value; nil writes a scalar
+	// by its type (showValue), and explains a mapping key by key. A
+	// mapping with show is explained by it alone when whole is set, or
+	// when only one of the two configs has it.
+	show  func(owner, v reflect.Value) string
+	whole bool
 }
 
 // section is the set of keys one kind of mapping in sds.yaml accepts.
@@ -97,6 +119,10 @@ type section struct {
 	keys []*key
 	// index maps each key's name to its place in keys.
 	index map[string]int
+	// defaults marks a section whose struct starts with its keys'
+	// defaults (key.def) set: the top level and cluster. Elsewhere the
+	// zero value of the field is the default.
+	defaults bool
 }
 
 // newSection returns the section of keys, indexed by name, and sets each
@@ -116,6 +142,13 @@ func newSection(name, doc string, keys ...*key) *section {
 			k.section.prefix(k.name + ".")
 		}
 	}
+	return s
+}
+
+// newDefaultsSection is newSection for a section with defaults.
+func newDefaultsSection(name, doc string, keys ...*key) *section {
+	s := newSection(name, doc, keys...)
+	s.defaults = true
 	return s
 }
 
@@ -160,50 +193,52 @@ func bound(n int64) *int64 { return &n }
 
 // The keys at the top level.
 var (
-	keyListen = &key{name: "listen", kind: kindString, def: DefaultListen,
+	keyListen = &key{name: "listen", field: "Listen", restart: true, show: showQuoted, kind: kindString, def: DefaultListen,
 		doc: "The proxy port's address, host:port. Changing it needs a restart."}
-	keyH2C = &key{name: "h2c", kind: kindBool, def: false,
+	keyH2C = &key{name: "h2c", field: "H2C", restart: true, kind: kindBool, def: false,
 		doc: "Also accept cleartext HTTP/2 on the proxy port (gRPC inside a pod). Changing it needs a restart."}
-	keyUpstream = &key{name: "upstream", kind: kindString,
+	keyUpstream = &key{name: "upstream", field: "Upstream", show: showQuoted, kind: kindString,
 		doc: "The service's base URL: http://, https://, or h2c:// for cleartext HTTP/2, with a host and no path. Required here or as -upstream."}
-	keyAdmin = &key{name: "admin", kind: kindString, def: DefaultAdmin,
+	keyAdmin = &key{name: "admin", field: "Admin", restart: true, show: showQuoted, kind: kindString, def: DefaultAdmin,
 		doc: "The admin port's address, host:port: /healthz, /readyz, /metrics, /status and the dashboard. Changing it needs a restart."}
-	keyForwardedHeaders = &key{name: "forwardedHeaders", kind: kindBool, def: true,
+	keyForwardedHeaders = &key{name: "forwardedHeaders", field: "ForwardedHeaders", kind: kindBool, def: true,
 		doc: "Set X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host for the upstream."}
-	keyWindow = &key{name: "window", kind: kindDuration, seconds: true, def: DefaultWindow.String(), min: bound(1),
+	keyWindow = &key{name: "window", field: "Window", show: showText, kind: kindDuration, seconds: true, def: DefaultWindow.String(), min: bound(1),
 		doc: "The length of every point's sliding window; it splits evenly into buckets of at least 1ms."}
-	keyBuckets = &key{name: "buckets", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
+	keyBuckets = &key{name: "buckets", field: "Buckets", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
 		doc: "How many buckets split the window."}
-	keyPressureTestHeader = &key{name: "pressureTestHeader", kind: kindString, minLength: 1, pattern: tokenPattern,
+	keyPressureTestHeader = &key{name: "pressureTestHeader", field: "PressureTestHeader", show: showQuoted, kind: kindString, minLength: 1, pattern: tokenPattern,
 		doc: "The request header that marks pressure-test traffic when its value is 1 or true. Absent: no request is pressure-test traffic."}
-	keyAccessLog = &key{name: "accessLog", kind: kindBool, def: false,
+	keyAccessLog = &key{name: "accessLog", field: "AccessLog", kind: kindBool, def: false,
 		doc: "Log one line per request: point, status, strategy, upstream latency."}
-	keyDrainTimeout = &key{name: "drainTimeout", kind: kindDuration, seconds: true, def: DefaultDrainTimeout.String(), min: bound(0),
+	keyDrainTimeout = &key{name: "drainTimeout", field: "DrainTimeout", show: showText, kind: kindDuration, seconds: true, def: DefaultDrainTimeout.String(), min: bound(0),
 		doc: "How long SIGTERM waits for requests in flight before exiting; 0 exits without waiting."}
-	keyMaxConnections = &key{name: "maxConnections", kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
+	keyMaxConnections = &key{name: "maxConnections", field: "MaxConnections", kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
 		doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."}
-	keyAdminTokenFile = &key{name: "adminTokenFile", kind: kindString, minLength: 1,
+	keyAdminTokenFile = &key{name: "adminTokenFile", field: "AdminTokenFile", kind: kindString, minLength: 1,
 		doc: "A file holding the bearer token (at least 16 visible ASCII characters; surrounding white space ignored) that turns on the admin port's runtime switches, POST and DELETE /points/NAME/force. Absent: the switches do not exist. Read again on every reload; a relative path is resolved against the config file's directory."}
-	keyTLS = &key{name: "tls", kind: kindMapping, section: tlsSection,
+	keyTLS = &key{name: "tls", field: "TLS", restart: true, kind: kindMapping, section: tlsSection,
 		doc: "Inbound TLS: certFile and keyFile, or acme. Changing it needs a restart."}
-	keyCluster = &key{name: "cluster", kind: kindMapping, section: clusterSection,
+	keyCluster = &key{name: "cluster", field: "Cluster", restart: true, whole: true, show: showCluster, kind: kindMapping, section: clusterSection,
 		doc: "The Redis that the points' clusterTokenBucket live in, shared by every proxy that names it. Requests never wait on it: tokens are leased in the background. Changing it needs a restart."}
-	keyRoutes = &key{name: "routes", kind: kindList, section: routeSection, maxItems: maxRoutes,
+	keyRoutes = &key{name: "routes", field: "Routes", kind: kindList, section: routeSection, maxItems: maxRoutes,
 		doc: "Map requests to points; the first match wins. A request that matches no route is proxied unprotected."}
-	keyPoints = &key{name: "points", kind: kindNamed, section: pointSection, maxItems: maxPoints, pattern: pointNamePattern,
+	keyPoints = &key{name: "points", field: "Points", kind: kindNamed, section: pointSection, maxItems: maxPoints, pattern: pointNamePattern,
 		doc: "The protected points by name (letters, digits, '.', '_', '-'): thresholds, delay, mode and fallback. Every point is named by a route."}
 )
 
-var topSection = newSection("", "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (docs/configuration.md, Configuration).",
-	keyListen, keyH2C, keyUpstream, keyAdmin, keyForwardedHeaders, keyWindow, keyBuckets, keyPressureTestHeader, keyAccessLog, keyDrainTimeout, keyMaxConnections, keyAdminTokenFile, keyTLS, keyCluster, keyRoutes, keyPoints)
+var topSection = newDefaultsSection("", "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (docs/configuration.md, Configuration).",
+	// The keys that need a restart first, in the order Change.NeedsRestart
+	// names them; the others in the order of Change.Settings.
+	keyListen, keyAdmin, keyTLS, keyH2C, keyCluster, keyUpstream, keyForwardedHeaders, keyWindow, keyBuckets, keyPressureTestHeader, keyAccessLog, keyDrainTimeout, keyMaxConnections, keyAdminTokenFile, keyRoutes, keyPoints)
 
 // The keys under tls (keyTLS).
 var (
-	keyTLSCertFile = &key{name: "certFile", kind: kindString, minLength: 1,
+	keyTLSCertFile = &key{name: "certFile", field: "CertFile", kind: kindString, minLength: 1,
 		doc: "The PEM certificate (chain); with keyFile. Reloaded when it changes. A relative path is resolved against the config file's directory."}
-	keyTLSKeyFile = &key{name: "keyFile", kind: kindString, minLength: 1,
+	keyTLSKeyFile = &key{name: "keyFile", field: "KeyFile", kind: kindString, minLength: 1,
 		doc: "The PEM private key of certFile. A relative path is resolved against the config file's directory."}
-	keyTLSACME = &key{name: "acme", kind: kindMapping, section: acmeSection,
+	keyTLSACME = &key{name: "acme", field: "ACME", show: showACME, kind: kindMapping, section: acmeSection,
 		doc: "Obtain certificates from an ACME CA (instead of certFile and keyFile)."}
 )
 
@@ -212,17 +247,17 @@ var tlsSection = newSection("", "Inbound TLS: a certificate pair, or certificate
 
 // The keys under tls.acme (keyTLSACME).
 var (
-	keyACMEDomains = &key{name: "domains", kind: kindStrings,
+	keyACMEDomains = &key{name: "domains", field: "Domains", kind: kindStrings,
 		doc: "The host names to obtain certificates for; at least one, no wildcards."}
-	keyACMEEmail = &key{name: "email", kind: kindString,
+	keyACMEEmail = &key{name: "email", field: "Email", kind: kindString,
 		doc: "The ACME account's contact address."}
-	keyACMECA = &key{name: "ca", kind: kindString,
+	keyACMECA = &key{name: "ca", field: "CA", kind: kindString,
 		doc: "The ACME directory URL. Absent: Let's Encrypt production."}
-	keyACMECARoot = &key{name: "caRoot", kind: kindString, minLength: 1,
+	keyACMECARoot = &key{name: "caRoot", field: "CARoot", kind: kindString, minLength: 1,
 		doc: "A PEM file of the root certificate(s) to trust when talking to ca, for a private ACME server. Absent: the system's roots."}
-	keyACMEStorage = &key{name: "storage", kind: kindString, minLength: 1,
+	keyACMEStorage = &key{name: "storage", field: "Storage", kind: kindString, minLength: 1,
 		doc: "The directory holding the ACME account, keys and certificates. Absent: certmagic's default ($XDG_DATA_HOME/certmagic)."}
-	keyACMEHTTPListen = &key{name: "httpListen", kind: kindString, minLength: 1,
+	keyACMEHTTPListen = &key{name: "httpListen", field: "HTTPListen", kind: kindString, minLength: 1,
 		doc: "A cleartext host:port that answers HTTP-01 challenges. Absent: only TLS-ALPN-01, on the proxy port."}
 )
 
@@ -231,11 +266,11 @@ var acmeSection = newSection("", "Certificates from an ACME CA, such as Let's En
 
 // The keys of a route, an item of routes (keyRoutes).
 var (
-	keyRoutePoint = &key{name: "point", kind: kindString, minLength: 1,
+	keyRoutePoint = &key{name: "point", field: "Point", kind: kindString, minLength: 1,
 		doc: "The point the matched requests go to; defined under points."}
-	keyRouteMatch = &key{name: "match", kind: kindMapping, section: matchSection,
+	keyRouteMatch = &key{name: "match", field: "", kind: kindMapping, section: matchSection,
 		doc: "What the request must match; every condition given must hold. {} matches every request."}
-	keyRoutePriority = &key{name: "priority", kind: kindString, def: "default", enum: []string{"critical", "default", "sheddable"},
+	keyRoutePriority = &key{name: "priority", field: "Priority", kind: kindString, def: "default", enum: []string{"critical", "default", "sheddable"},
 		doc: "The priority of the matched requests. sheddable ones may use only the point's sheddableShare of each count threshold (visit, token bucket, concurrency, the adaptive limit), so they are degraded first; critical ones are admitted first during a recovery ramp and are never among the tripped requests a downgradeRate below 100 degrades."}
 )
 
@@ -244,13 +279,13 @@ var routeSection = newSection("route", "A route: the requests it matches go to i
 
 // The keys under a route's match (keyRouteMatch).
 var (
-	keyMatchMethods = &key{name: "methods", kind: kindStrings, maxItems: maxMethods, pattern: methodPattern,
+	keyMatchMethods = &key{name: "methods", field: "Methods", kind: kindStrings, maxItems: maxMethods, pattern: methodPattern,
 		doc: "The request's method is one of these (upper case, such as [GET, HEAD]). Absent: any method."}
-	keyMatchPath = &key{name: "path", kind: kindString, pattern: "^/",
+	keyMatchPath = &key{name: "path", field: "Path", kind: kindString, pattern: "^/",
 		doc: "The exact path, starting with /. Normalised as requests are."}
-	keyMatchPathPrefix = &key{name: "pathPrefix", kind: kindString, pattern: "^/",
+	keyMatchPathPrefix = &key{name: "pathPrefix", field: "PathPrefix", kind: kindString, pattern: "^/",
 		doc: "A path prefix, starting with /. Normalised as requests are."}
-	keyMatchHost = &key{name: "host", kind: kindString, minLength: 1,
+	keyMatchHost = &key{name: "host", field: "Host", kind: kindString, minLength: 1,
 		doc: "The request's host, with or without a port. Absent: any host."}
 )
 
@@ -259,66 +294,66 @@ var matchSection = newSection("", "The conditions of a route; every one given mu
 
 // The keys of a point, an entry of points (keyPoints).
 var (
-	keyTimeoutThreshold = &key{name: "timeoutThreshold", kind: kindDuration, def: int64(-1),
+	keyTimeoutThreshold = &key{name: "timeoutThreshold", field: "TimeoutThreshold", kind: kindDuration, def: int64(-1),
 		doc: "An upstream call running longer than this counts as a timeout, once, when it passes it. -1: off. Needs timeoutCountThreshold."}
-	keyTimeoutCountThreshold = &key{name: "timeoutCountThreshold", kind: kindThreshold, def: int64(-1), unit: "timeouts per window",
+	keyTimeoutCountThreshold = &key{name: "timeoutCountThreshold", field: "TimeoutCountThreshold", kind: kindThreshold, def: int64(-1), unit: "timeouts per window",
 		doc: "Degrade when this many timeouts are in the window (5 trips on the 5th). Needs timeoutThreshold."}
-	keyVisitThreshold = &key{name: "visitThreshold", kind: kindThreshold, def: int64(-1), unit: "requests per window",
+	keyVisitThreshold = &key{name: "visitThreshold", field: "VisitThreshold", kind: kindThreshold, def: int64(-1), unit: "requests per window",
 		doc: "Degrade when the window holds more than this many requests not degraded. 0 degrades every request (an off switch for the point)."}
-	keyConcurrentThreshold = &key{name: "concurrentThreshold", kind: kindThreshold, def: int64(-1), unit: "calls in flight",
+	keyConcurrentThreshold = &key{name: "concurrentThreshold", field: "ConcurrentThreshold", kind: kindThreshold, def: int64(-1), unit: "calls in flight",
 		doc: "Degrade when more than this many upstream calls would be in flight."}
-	keyExceptionThreshold = &key{name: "exceptionThreshold", kind: kindThreshold, def: int64(-1), unit: "exceptions per window",
+	keyExceptionThreshold = &key{name: "exceptionThreshold", field: "ExceptionThreshold", kind: kindThreshold, def: int64(-1), unit: "exceptions per window",
 		doc: "Degrade when this many exceptions (transport errors, upstreamTimeout, 5xx) are in the window."}
-	keyExceptionRateThreshold = &key{name: "exceptionRateThreshold", kind: kindThreshold, def: int64(-1), max: bound(100), unit: "percent",
+	keyExceptionRateThreshold = &key{name: "exceptionRateThreshold", field: "ExceptionRateThreshold", kind: kindThreshold, def: int64(-1), max: bound(100), unit: "percent",
 		doc: "Degrade when exceptions are at least this percent of the window's requests not degraded."}
-	keyExceptionRateStart = &key{name: "exceptionRateStart", kind: kindInt, def: int64(0), unit: "requests per window",
+	keyExceptionRateStart = &key{name: "exceptionRateStart", field: "ExceptionRateStart", kind: kindInt, def: int64(0), unit: "requests per window",
 		doc: "The exception rate is not judged until the window holds more requests than this. Needs exceptionRateThreshold."}
-	keyTokenBucketGeneratedTokensInSecond = &key{name: "tokenBucketGeneratedTokensInSecond", kind: kindThreshold, def: int64(-1), max: bound(limiter.MaxTokensPerSecond), unit: "tokens per second",
+	keyTokenBucketGeneratedTokensInSecond = &key{name: "tokenBucketGeneratedTokensInSecond", field: "TokensPerSecond", kind: kindThreshold, def: int64(-1), max: bound(limiter.MaxTokensPerSecond), unit: "tokens per second",
 		doc: "A token bucket filled at this rate, full at start; a forwarded request takes a token, and none left degrades."}
-	keyTokenBucketSize = &key{name: "tokenBucketSize", kind: kindThreshold, def: int64(-1), unit: "tokens",
+	keyTokenBucketSize = &key{name: "tokenBucketSize", field: "TokenBucketSize", kind: kindThreshold, def: int64(-1), unit: "tokens",
 		doc: "The token bucket's capacity: max(tokenBucketSize, tokenBucketGeneratedTokensInSecond). Needs tokenBucketGeneratedTokensInSecond."}
-	keyDowngradeRate = &key{name: "downgradeRate", kind: kindInt, def: int64(100), min: bound(0), max: bound(100), unit: "percent",
+	keyDowngradeRate = &key{name: "downgradeRate", field: "DowngradeRate", kind: kindInt, def: int64(100), min: bound(0), max: bound(100), unit: "percent",
 		doc: "The percent of tripped requests actually degraded; 0 degrades none (strategies are still judged and reported)."}
-	keyDelayTime = &key{name: "delayTime", kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
+	keyDelayTime = &key{name: "delayTime", field: "DelayTime", sdsOff: true, kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
 		doc: "After a trip, keep degrading this long without judging the strategies. 0 or -1: no delay."}
-	keyRetryInterval = &key{name: "retryInterval", kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
+	keyRetryInterval = &key{name: "retryInterval", field: "RetryInterval", sdsOff: true, kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
 		doc: "During the delay, let one probe through this often; a good probe ends the delay. Shorter than delayTime. 0 or -1: no probes."}
-	keyPressureTestDowngrade = &key{name: "pressureTestDowngrade", kind: kindBool, def: false,
+	keyPressureTestDowngrade = &key{name: "pressureTestDowngrade", field: "PressureTestDowngrade", kind: kindBool, def: false,
 		doc: "Degrade pressure-test traffic (see pressureTestHeader) on this point at once."}
-	keyMode = &key{name: "mode", kind: kindString, def: "enforce", enum: []string{"enforce", "shadow"},
+	keyMode = &key{name: "mode", field: "Shadow", kind: kindString, def: "enforce", enum: []string{"enforce", "shadow"},
 		doc: "enforce degrades; shadow never degrades but counts, logs and reports what it would degrade (header Sds-Shadow-Degraded)."}
-	keyUpstreamTimeout = &key{name: "upstreamTimeout", kind: kindDuration, def: int64(-1), min: bound(-1),
+	keyUpstreamTimeout = &key{name: "upstreamTimeout", field: "UpstreamTimeout", kind: kindDuration, def: int64(-1), min: bound(-1),
 		doc: "A hard deadline for the upstream call, counted as an exception when passed. -1: none."}
-	keyFallbackOnError = &key{name: "fallbackOnError", kind: kindBool, def: false,
+	keyFallbackOnError = &key{name: "fallbackOnError", field: "FallbackOnError", kind: kindBool, def: false,
 		doc: "Answer the fallback instead of 502 or 504 when the upstream call fails (transport error or upstreamTimeout)."}
-	keyFallback = &key{name: "fallback", kind: kindMapping, section: fallbackSection,
+	keyFallback = &key{name: "fallback", field: "Fallback", kind: kindMapping, section: fallbackSection,
 		doc: "The answer of a degraded request. Absent: 429 with Retry-After for visit and token_bucket, 503 otherwise."}
-	keyRecoveryTime = &key{name: "recoveryTime", kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
+	keyRecoveryTime = &key{name: "recoveryTime", field: "RecoveryTime", sdsOff: true, kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
 		doc: "A recovery ramp after each delay: the share of requests admitted rises linearly from recoveryStart percent to all of them over this time; the others are degraded as recovery, and a call that fails during the ramp trips the point again. Needs delayTime. 0 or -1: no ramp."}
-	keyRecoveryStart = &key{name: "recoveryStart", kind: kindInt, def: int64(limiter.DefaultRecoveryStart), min: bound(0), max: bound(100), unit: "percent",
+	keyRecoveryStart = &key{name: "recoveryStart", field: "RecoveryStart", show: showRecoveryStart, kind: kindInt, def: int64(limiter.DefaultRecoveryStart), min: bound(0), max: bound(100), unit: "percent",
 		doc: "The percent of requests the recovery ramp admits when it starts. Needs recoveryTime."}
-	keySheddableShare = &key{name: "sheddableShare", kind: kindInt, def: int64(limiter.DefaultSheddableShare), min: bound(0), max: bound(100), unit: "percent",
+	keySheddableShare = &key{name: "sheddableShare", field: "SheddableShare", show: showSheddableShare, kind: kindInt, def: int64(limiter.DefaultSheddableShare), min: bound(0), max: bound(100), unit: "percent",
 		doc: "A request of priority sheddable passes each count threshold (visitThreshold, the token bucket, concurrentThreshold, the adaptive limit) only while the point's whole count, every priority's requests and itself included, is at most this percent of it; past it, it is degraded (Sds-Degraded gains ; priority=sheddable) while other requests use the rest, kept for their bursts. Such a degradation is no trip. Needs a route of priority sheddable and a count threshold."}
-	keyAdaptiveConcurrency = &key{name: "adaptiveConcurrency", kind: kindMapping, section: adaptiveSection,
+	keyAdaptiveConcurrency = &key{name: "adaptiveConcurrency", field: "AdaptiveConcurrency", show: showOn, kind: kindMapping, section: adaptiveSection,
 		doc: "A limit on the upstream calls in flight that finds the calls the upstream serves at once from its latency against its minimum (Little's law, after TCP Vegas and BBR); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
-	keyClusterTokenBucket = &key{name: "clusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
+	keyClusterTokenBucket = &key{name: "clusterTokenBucket", field: "ClusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
 		doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."}
 )
 
 var pointSection = newSection("point", "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
-	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency, keyClusterTokenBucket)
+	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyClusterTokenBucket, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency)
 
 // The keys under a point's adaptiveConcurrency (keyAdaptiveConcurrency).
 var (
-	keyAdaptiveMinLimit = &key{name: "minLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMinLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
+	keyAdaptiveMinLimit = &key{name: "minLimit", field: "MinLimit", show: showOrDefault, kind: kindInt, def: int64(limiter.DefaultAdaptiveMinLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
 		doc: "The lowest limit, and the first: from it the limit doubles each round that fills it without a queue."}
-	keyAdaptiveMaxLimit = &key{name: "maxLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMaxLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
+	keyAdaptiveMaxLimit = &key{name: "maxLimit", field: "MaxLimit", show: showOrDefault, kind: kindInt, def: int64(limiter.DefaultAdaptiveMaxLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
 		doc: "The highest limit; at least minLimit."}
-	keyAdaptiveInterval = &key{name: "interval", kind: kindDuration, def: limiter.DefaultAdaptiveInterval.String(), min: bound(1),
+	keyAdaptiveInterval = &key{name: "interval", field: "Interval", show: showOrDefault, kind: kindDuration, def: limiter.DefaultAdaptiveInterval.String(), min: bound(1),
 		doc: "The shortest round: how often the limit is worked out again from the calls that ended well in it (their mean upstream time and the calls in flight when they entered); a round lasts the last mean latency if that is longer; at least 1ms."}
-	keyAdaptiveTolerance = &key{name: "tolerance", kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), min: bound(0), max: bound(1000), unit: "percent",
+	keyAdaptiveTolerance = &key{name: "tolerance", field: "Tolerance", show: showOrDefault, kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), min: bound(0), max: bound(1000), unit: "percent",
 		doc: "How far above its minimum the latency may rise before the limit shrinks: the queue the upstream may hold, in percent of the calls it serves and at least one call. The limit settles near the capacity plus this share of it."}
-	keyAdaptiveMinLatencyInterval = &key{name: "minLatencyInterval", kind: kindDuration, seconds: true, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
+	keyAdaptiveMinLatencyInterval = &key{name: "minLatencyInterval", field: "MinLatencyInterval", show: showOrDefault, kind: kindDuration, seconds: true, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
 		doc: "How often the minimum latency is measured again after the startup (the limit is held at 3/4 of itself, at least minLimit, until 25 calls entered since have ended); at least interval."}
 )
 
@@ -327,38 +362,38 @@ var adaptiveSection = newSection("", "An adaptive concurrency limit: each round,
 
 // The keys under cluster (keyCluster).
 var (
-	keyClusterAddresses = &key{name: "addresses", kind: kindStrings, maxItems: maxClusterAddresses,
+	keyClusterAddresses = &key{name: "addresses", field: "Addresses", kind: kindStrings, maxItems: maxClusterAddresses,
 		doc: "Redis host:port addresses: one server, several nodes of a Redis Cluster, or the sentinels with masterName. At least one."}
-	keyClusterUsername = &key{name: "username", kind: kindString,
+	keyClusterUsername = &key{name: "username", field: "Username", kind: kindString,
 		doc: "The ACL user. Absent: the default user."}
-	keyClusterPasswordFile = &key{name: "passwordFile", kind: kindString, minLength: 1,
+	keyClusterPasswordFile = &key{name: "passwordFile", field: "PasswordFile", kind: kindString, minLength: 1,
 		doc: "A file holding the Redis servers' password (a Kubernetes Secret mounted as a file; sentinels are asked without one), read for every new connection so that a rotated password applies without a restart. A relative path is resolved against the config file's directory."}
-	keyClusterTLS = &key{name: "tls", kind: kindMapping, section: clusterTLSSection,
+	keyClusterTLS = &key{name: "tls", field: "TLS", kind: kindMapping, section: clusterTLSSection,
 		doc: "Speak TLS to Redis. {} trusts the system's roots."}
-	keyClusterDB = &key{name: "db", kind: kindInt, def: int64(0), min: bound(0), unit: "database number",
+	keyClusterDB = &key{name: "db", field: "DB", kind: kindInt, def: int64(0), min: bound(0), unit: "database number",
 		doc: "The database number; a Redis Cluster has only 0."}
-	keyClusterMasterName = &key{name: "masterName", kind: kindString, minLength: 1,
+	keyClusterMasterName = &key{name: "masterName", field: "MasterName", kind: kindString, minLength: 1,
 		doc: "The Sentinel master set's name; addresses are then the sentinels'. The proxies follow a failover."}
-	keyClusterKeyPrefix = &key{name: "keyPrefix", kind: kindString, def: DefaultClusterKeyPrefix,
+	keyClusterKeyPrefix = &key{name: "keyPrefix", field: "KeyPrefix", kind: kindString, def: DefaultClusterKeyPrefix,
 		doc: "Starts every key the proxies write; a bucket's key is keyPrefix + \"bucket:\" + the point's name."}
-	keyClusterTimeout = &key{name: "timeout", kind: kindDuration, def: DefaultClusterTimeout.String(), min: bound(1), max: bound(maxClusterTimeout.Milliseconds()),
+	keyClusterTimeout = &key{name: "timeout", field: "Timeout", kind: kindDuration, def: DefaultClusterTimeout.String(), min: bound(1), max: bound(maxClusterTimeout.Milliseconds()),
 		doc: "Bounds every background call to Redis (dial, write, read); past it Redis counts as failed and each point falls back to its share."}
-	keyClusterReplicas = &key{name: "replicas", kind: kindInt, def: int64(1), min: bound(1), max: bound(maxReplicas), unit: "proxies",
+	keyClusterReplicas = &key{name: "replicas", field: "Replicas", kind: kindInt, def: int64(1), min: bound(1), max: bound(maxReplicas), unit: "proxies",
 		doc: "How many proxies share the buckets (the Deployment's replicas): while Redis fails, each counts on tokensPerSecond / replicas."}
 )
 
-var clusterSection = newSection("", "The Redis of the shared token buckets: one server, a Redis Cluster (several addresses) or Sentinel (masterName).",
+var clusterSection = newDefaultsSection("", "The Redis of the shared token buckets: one server, a Redis Cluster (several addresses) or Sentinel (masterName).",
 	keyClusterAddresses, keyClusterUsername, keyClusterPasswordFile, keyClusterTLS, keyClusterDB, keyClusterMasterName, keyClusterKeyPrefix, keyClusterTimeout, keyClusterReplicas)
 
 // The keys under cluster.tls (keyClusterTLS).
 var (
-	keyClusterTLSCAFile = &key{name: "caFile", kind: kindString, minLength: 1,
+	keyClusterTLSCAFile = &key{name: "caFile", field: "CAFile", kind: kindString, minLength: 1,
 		doc: "A PEM file of the roots to trust. Absent: the system's roots."}
-	keyClusterTLSCertFile = &key{name: "certFile", kind: kindString, minLength: 1,
+	keyClusterTLSCertFile = &key{name: "certFile", field: "CertFile", kind: kindString, minLength: 1,
 		doc: "A PEM client certificate; with keyFile."}
-	keyClusterTLSKeyFile = &key{name: "keyFile", kind: kindString, minLength: 1,
+	keyClusterTLSKeyFile = &key{name: "keyFile", field: "KeyFile", kind: kindString, minLength: 1,
 		doc: "The PEM private key of certFile."}
-	keyClusterTLSServerName = &key{name: "serverName", kind: kindString, minLength: 1,
+	keyClusterTLSServerName = &key{name: "serverName", field: "ServerName", kind: kindString, minLength: 1,
 		doc: "The name to verify the server's certificate against. Absent: the address's host."}
 )
 
@@ -367,9 +402,9 @@ var clusterTLSSection = newSection("clusterTLS", "TLS to Redis.",
 
 // The keys under a point's clusterTokenBucket (keyClusterTokenBucket).
 var (
-	keyClusterBucketTokensPerSecond = &key{name: "tokensPerSecond", kind: kindInt, min: bound(1), max: bound(maxClusterTokensPerSec), unit: "tokens per second",
+	keyClusterBucketTokensPerSecond = &key{name: "tokensPerSecond", field: "TokensPerSecond", show: showFigure, kind: kindInt, min: bound(1), max: bound(maxClusterTokensPerSec), unit: "tokens per second",
 		doc: "The shared bucket fills at this rate, whatever the number of proxies. Required."}
-	keyClusterBucketSize = &key{name: "size", kind: kindInt, min: bound(1), max: bound(maxClusterBucketSize), unit: "tokens",
+	keyClusterBucketSize = &key{name: "size", field: "Size", show: showFigure, kind: kindInt, min: bound(1), max: bound(maxClusterBucketSize), unit: "tokens",
 		doc: "The most tokens the shared bucket holds (the burst across all proxies); it starts full. Absent: tokensPerSecond."}
 )
 
@@ -378,22 +413,22 @@ var clusterBucketSection = newSection("", "A token bucket shared through cluster
 
 // The keys under a point's fallback (keyFallback).
 var (
-	keyFallbackStatus = &key{name: "status", kind: kindInt, min: bound(200), max: bound(599), unit: "HTTP status",
+	keyFallbackStatus = &key{name: "status", field: "Status", show: showOrDefault, kind: kindInt, min: bound(200), max: bound(599), unit: "HTTP status",
 		doc: "The status. Absent: 429 for visit and token_bucket trips, 503 otherwise."}
-	keyFallbackHeaders = &key{name: "headers", kind: kindHeaders,
+	keyFallbackHeaders = &key{name: "headers", field: "Headers", kind: kindHeaders,
 		doc: "Response headers: a name and a value, or a list of values."}
-	keyFallbackBody = &key{name: "body", kind: kindString,
+	keyFallbackBody = &key{name: "body", field: "Body", sets: "BodySet", show: showBody, kind: kindString,
 		doc: "The response body (or bodyFile, not both)."}
-	keyFallbackBodyFile = &key{name: "bodyFile", kind: kindString,
+	keyFallbackBodyFile = &key{name: "bodyFile", field: "BodyFile", sets: "BodySet", want: "a path", kind: kindString,
 		doc: "A file holding the response body, read when the config loads; relative to the config file's directory."}
-	keyFallbackGRPCStatus = &key{name: "grpcStatus", kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
+	keyFallbackGRPCStatus = &key{name: "grpcStatus", field: "GRPCStatus", sets: "GRPCStatusSet", show: showGRPCStatus, kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
 		doc: "The grpc-status gRPC calls get instead of the HTTP answer (14 UNAVAILABLE, 8 RESOURCE_EXHAUSTED ...)."}
-	keyFallbackGRPCMessage = &key{name: "grpcMessage", kind: kindString, minLength: 1, maxLength: maxGRPCMessage,
+	keyFallbackGRPCMessage = &key{name: "grpcMessage", field: "GRPCMessage", kind: kindString, minLength: 1, maxLength: maxGRPCMessage,
 		doc: "The grpc-message gRPC calls get. Absent: a message naming the point and the strategy."}
 )
 
 var fallbackSection = newSection("", "The answer of a degraded request; it carries Sds-Degraded: STRATEGY; point=NAME.",
-	keyFallbackStatus, keyFallbackHeaders, keyFallbackBody, keyFallbackBodyFile, keyFallbackGRPCStatus, keyFallbackGRPCMessage)
+	keyFallbackStatus, keyFallbackHeaders, keyFallbackBodyFile, keyFallbackBody, keyFallbackGRPCStatus, keyFallbackGRPCMessage)
 
 // Patterns of the schema, the same rules validation applies.
 const (

@@ -1,86 +1,11 @@
 package config
 
 import (
-	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
-
-	"gopkg.in/yaml.v3"
 )
-
-// everyKey returns a YAML file that gives every key of sec (and of the
-// sections under it) a value of its kind, indented by indent.
-func everyKey(sec *section, indent string) string {
-	var b strings.Builder
-	for _, k := range sec.keys {
-		fmt.Fprintf(&b, "%s%s:", indent, k.name)
-		switch k.kind {
-		case kindString:
-			if len(k.enum) > 0 {
-				b.WriteString(" " + k.enum[0] + "\n")
-			} else {
-				b.WriteString(" /x\n")
-			}
-		case kindBool:
-			b.WriteString(" true\n")
-		case kindInt, kindThreshold:
-			b.WriteString(" 1\n")
-		case kindDuration:
-			b.WriteString(" 1s\n")
-		case kindStrings:
-			b.WriteString(" [A]\n")
-		case kindHeaders:
-			b.WriteString(" {X-A: b, X-B: [c, d]}\n")
-		case kindMapping:
-			b.WriteString("\n" + everyKey(k.section, indent+"  "))
-		case kindList:
-			b.WriteString("\n" + indent + "  -\n" + everyKey(k.section, indent+"    "))
-		case kindNamed:
-			b.WriteString("\n" + indent + "  p:\n" + everyKey(k.section, indent+"    "))
-		default:
-			panic(fmt.Sprintf("key %s: kind %d", k.name, k.kind))
-		}
-	}
-	return b.String()
-}
-
-// TestDecoderKeys: the keys the decoder reads in each section are exactly
-// those the section defines (keys.go), which the schema describes. It
-// fails when the decoder gains a setter for a key without a definition,
-// and when a defined key has no setter.
-func TestDecoderKeys(t *testing.T) {
-	t.Parallel()
-	data := everyKey(topSection, "")
-	p := &problems{}
-	d := &decoder{p: p, budget: maxNodes, setters: map[*section][]string{}, out: &decoded{
-		f: newFile(), at: map[loc]span{}, bad: map[loc]bool{}, bodyFile: map[string]string{},
-	}}
-	var doc yaml.Node
-	if err := yaml.Unmarshal([]byte(data), &doc); err != nil {
-		t.Fatalf("the file of every key does not parse: %v\n%s", err, data)
-	}
-	d.top(doc.Content[0])
-	if len(p.errs) > 0 {
-		t.Errorf("decoding a value of its kind for every defined key: got %v, want no problem\n%s", p.errs, data)
-	}
-	for _, sec := range sections() {
-		got, ok := d.setters[sec]
-		if !ok {
-			t.Errorf("section %q: the decoder never decoded it", sec.name)
-			continue
-		}
-		want := slices.Sorted(slices.Values(sec.names()))
-		if !slices.Equal(got, want) {
-			t.Errorf("section %q: the decoder reads %v, want the keys defined in keys.go %v (define each key the decoder reads, with its doc)", sec.name, got, want)
-		}
-	}
-	for sec := range d.setters {
-		if !slices.Contains(sections(), sec) {
-			t.Errorf("section %q: decoded, but not reachable from the top level's definitions", sec.name)
-		}
-	}
-}
 
 // TestKeyDefinitions: every key has a kind, a doc that is a sentence, a
 // default of its kind, and a section exactly when its kind has one.
@@ -121,4 +46,75 @@ func TestKeyDefinitions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestKeyPaths: each key's path is the names of the mappings above it and
+// its own, from the top level or from the route or point that holds it,
+// and no two keys under one root share a path.
+func TestKeyPaths(t *testing.T) {
+	t.Parallel()
+	seen := map[*section]bool{}
+	var walk func(sec *section, prefix string, paths map[string]bool)
+	walk = func(sec *section, prefix string, paths map[string]bool) {
+		if seen[sec] {
+			t.Errorf("section %q: listed by two keys, so its keys' paths are wrong under one of them", sec.name)
+			return
+		}
+		seen[sec] = true
+		for _, k := range sec.keys {
+			want := prefix + k.name
+			if k.path != want {
+				t.Errorf("section %q: key %s: got path %q, want %q", sec.name, k.name, k.path, want)
+			}
+			if paths[want] {
+				t.Errorf("path %q: got two keys, want one", want)
+			}
+			paths[want] = true
+			switch k.kind {
+			case kindMapping:
+				walk(k.section, want+".", paths)
+			case kindList, kindNamed:
+				walk(k.section, "", map[string]bool{})
+			}
+		}
+	}
+	walk(topSection, "", map[string]bool{})
+}
+
+// TestKeyFields: every key names a field of the struct its section
+// decodes into, of a type its kind decodes (by reflection, so that a
+// wrong name fails here rather than on the first file that sets the key).
+func TestKeyFields(t *testing.T) {
+	t.Parallel()
+	kinds := map[kind][]reflect.Kind{
+		kindString: {reflect.String, reflect.Slice, reflect.Bool, reflect.Int, reflect.Uint8}, kindBool: {reflect.Bool},
+		kindInt: {reflect.Int, reflect.Int64, reflect.Struct}, kindThreshold: {reflect.Struct}, kindDuration: {reflect.Int64},
+		kindStrings: {reflect.Slice}, kindHeaders: {reflect.Slice}, kindMapping: {reflect.Struct, reflect.Pointer},
+		kindList: {reflect.Slice}, kindNamed: {reflect.Slice},
+	}
+	var walk func(sec *section, typ reflect.Type)
+	walk = func(sec *section, typ reflect.Type) {
+		for _, k := range sec.keys {
+			ft := typ
+			if k.field != "" {
+				f, ok := typ.FieldByName(k.field)
+				if !ok {
+					t.Errorf("key %s: %s has no field %s", k.path, typ, k.field)
+					continue
+				}
+				ft = f.Type
+			}
+			if !slices.Contains(kinds[k.kind], ft.Kind()) {
+				t.Errorf("key %s: field %s of type %s for kind %d", k.path, k.field, ft, k.kind)
+			}
+			if k.section == nil {
+				continue
+			}
+			for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
+				ft = ft.Elem()
+			}
+			walk(k.section, ft)
+		}
+	}
+	walk(topSection, reflect.TypeFor[File]())
 }

@@ -114,18 +114,11 @@ func (f *File) namesOtherFiles() bool {
 	return false
 }
 
-// checkBodyFiles sets each fallback's BodyFile as written and reports an
-// empty one.
+// checkBodyFiles reports each fallback's bodyFile that is empty.
 func checkBodyFiles(d *decoded, p *problems) {
 	for i := range d.f.Points {
 		pt := &d.f.Points[i]
-		name, ok := d.bodyFile[pt.Name]
-		if !ok {
-			continue
-		}
-		pt.Fallback.BodyFile = name
-		if name == "" {
-			l := pl(pt, keyFallbackBodyFile)
+		if l := pl(pt, keyFallbackBodyFile); d.ok(l) && pt.Fallback.BodyFile == "" {
 			p.add(d.at[l].val, "%s is empty; give the path of the body's file, or use %s:", l.field, keyFallbackBody.name)
 		}
 	}
@@ -139,8 +132,8 @@ func readFiles(d *decoded, dir string, p *problems) {
 	readClusterFiles(d, dir, p)
 	for i := range d.f.Points {
 		pt := &d.f.Points[i]
-		name, ok := d.bodyFile[pt.Name]
-		if !ok || name == "" {
+		name := pt.Fallback.BodyFile
+		if name == "" {
 			continue
 		}
 		l := pl(pt, keyFallbackBodyFile)

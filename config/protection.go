@@ -3,45 +3,12 @@ package config
 import (
 	"fmt"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
 // The keys of the recovery ramp, adaptive concurrency and priority
 // shedding (docs/protections.md, "Recovery ramp, adaptive concurrency, priority
 // shedding"): their decoding and the rules between them.
-
-// priority decodes a route's priority into dst.
-func (d *decoder) priority(dst *limiter.Priority) setter {
-	return func(key string, v *yaml.Node) {
-		s, ok := d.scalar(key, v, "!!str", "critical, default or sheddable")
-		if !ok {
-			return
-		}
-		pr, ok := limiter.ParsePriority(s.Value)
-		if !ok {
-			d.p.add(pos{v.Line, v.Column}, "%s: want critical, default or sheddable, got %q", key, s.Value)
-			return
-		}
-		*dst = pr
-	}
-}
-
-// adaptive decodes a point's adaptiveConcurrency into a, which it turns
-// on; absent fields keep their defaults (limiter.AdaptiveConcurrency).
-func (d *decoder) adaptive(n *yaml.Node, point string, a *limiter.AdaptiveConcurrency) {
-	a.On = true
-	scope, base := inPoint(keyAdaptiveConcurrency, point)
-	d.fields(n, scope, base, adaptiveSection, map[*key]setter{
-		keyAdaptiveMinLimit:           integer(d, &a.MinLimit),
-		keyAdaptiveMaxLimit:           integer(d, &a.MaxLimit),
-		keyAdaptiveInterval:           d.duration(&a.Interval),
-		keyAdaptiveTolerance:          d.percent(&a.Tolerance),
-		keyAdaptiveMinLatencyInterval: d.duration(&a.MinLatencyInterval),
-	})
-
-}
 
 // protection checks a point's recovery ramp, adaptive limit and sheddable
 // share: values the limiter would take for its defaults, and settings that

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,21 +90,19 @@ func (c *checker) thresholds(p *Point) {
 	}
 }
 
-// policyKey returns the path of the file's key of a limiter.Policy field:
-// the field's name with a lower-case initial, but for the two the file
-// names after SDS.
+// policyKey returns the path of the point key whose Go field is field,
+// a field of limiter.Policy as a limiter.FieldError names it, such as
+// "AdaptiveConcurrency.MinLimit"; field itself when no key has it.
 func policyKey(field string) string {
-	switch field {
-	case "TokensPerSecond":
-		return keyTokenBucketGeneratedTokensInSecond.path
-	case "Shadow":
-		return keyMode.path
+	sec, path := pointSection, field
+	for name := range strings.SplitSeq(field, ".") {
+		i := slices.IndexFunc(sec.keys, func(k *key) bool { return k.field == name })
+		if i < 0 {
+			return field
+		}
+		path, sec = sec.keys[i].path, sec.keys[i].section
 	}
-	parts := strings.Split(field, ".") // AdaptiveConcurrency.MinLimit
-	for i, part := range parts {
-		parts[i] = strings.ToLower(part[:1]) + part[1:]
-	}
-	return strings.Join(parts, ".")
+	return path
 }
 
 // sdsValue returns t as the file spells it: -1 when off.

@@ -6,6 +6,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -73,33 +74,21 @@ func (d *decoder) entries(n *yaml.Node, what, want string, each func(key string,
 		}
 		first[k.Value] = at
 		each(k.Value, m.Content[i], v)
-		if m == d.release {
-			m.Content[i], m.Content[i+1] = nil, nil // decoded: let go (releasable)
-		}
 	}
 }
 
-// fields decodes the mapping n, whose keys must be among those sec
-// defines, with the setter set holds for each (a key of sec without one
-// is unknown); it records each key's position under base (base.field is
-// the prefix of the key's path).
-
-func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, set map[*key]setter) {
-	if d.setters != nil {
-		names := make([]string, 0, len(set))
-		for k := range set {
-			names = append(names, k.name)
-		}
-		d.setters[sec] = slices.Sorted(slices.Values(names))
-	}
+// fields decodes the mapping n into owner, the struct of sec's keys: each
+// key must be one sec defines, decoded by value into the field it names.
+// It records each key's position under base (base.field is the prefix of
+// the key's path).
+func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, owner reflect.Value) {
 	what := strings.TrimPrefix(strings.TrimPrefix(scope, "in "), "at ")
 	if base.field != "" {
 		what = strings.TrimSuffix(base.field, ".")
 	}
 	d.entries(n, what, "a mapping", func(key string, k, v *yaml.Node) {
 		def := sec.lookup(key)
-		s, ok := set[def]
-		if !ok {
+		if def == nil {
 			d.p.add(pos{k.Line, k.Column}, "unknown key %q %s%s", key, scope, suggest(key, sec.names()))
 			return
 		}
@@ -107,7 +96,7 @@ func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, set
 		l.field += key
 		d.out.at[l] = span{key: pos{k.Line, k.Column}, val: pos{v.Line, v.Column}}
 		before := len(d.p.errs)
-		s(key, v)
+		d.value(def, v, base, owner)
 		if len(d.p.errs) > before {
 			d.out.bad[l] = true
 			return
@@ -188,14 +177,6 @@ func (d *decoder) scalar(key string, v *yaml.Node, tag, want string) (*yaml.Node
 	return s, true
 }
 
-func (d *decoder) str(dst *string) setter {
-	return func(key string, v *yaml.Node) {
-		if s, ok := d.scalar(key, v, "!!str", "a string"); ok {
-			*dst = s.Value
-		}
-	}
-}
-
 func (d *decoder) boolean(dst *bool) setter {
 	return func(key string, v *yaml.Node) {
 		if s, ok := d.scalar(key, v, "!!bool", "true or false"); ok {
@@ -221,8 +202,20 @@ func integer[T int | int64](d *decoder, dst *T) setter {
 }
 
 // duration decodes a Go duration string ("250ms", "1m30s") or an integer
-// of milliseconds (250) into dst.
-func (d *decoder) duration(dst *time.Duration) setter {
+// of milliseconds (250) into dst, the value of k: for a key whose -1 is
+// off (key.sdsOff), -1ms decodes to 0.
+func (d *decoder) duration(k *key, dst *time.Duration) setter {
+	set := d.durationValue(dst)
+	return func(key string, v *yaml.Node) {
+		set(key, v)
+		if k.sdsOff && *dst == -time.Millisecond {
+			*dst = 0
+		}
+	}
+}
+
+// durationValue decodes a duration into dst (see duration).
+func (d *decoder) durationValue(dst *time.Duration) setter {
 	return func(key string, v *yaml.Node) {
 		s := d.resolve(v)
 		want := fmt.Sprintf("%s: want a duration such as 250ms or an integer of milliseconds", key)
@@ -265,25 +258,6 @@ func (d *decoder) strings(base loc, dst *[]string) setter {
 			}
 		}
 		*dst = out
-	}
-}
-
-// mode decodes enforce or shadow.
-func (d *decoder) mode(shadow *bool) setter {
-	return func(key string, v *yaml.Node) {
-		s, ok := d.scalar(key, v, "!!str", "enforce or shadow")
-		if !ok {
-			return
-		}
-		switch s.Value {
-		case "enforce":
-			*shadow = false
-		case "shadow":
-			*shadow = true
-		default:
-			d.p.add(pos{v.Line, v.Column}, "%s: want enforce or shadow, got %q", key, s.Value)
-
-		}
 	}
 }
 
