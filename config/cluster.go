@@ -99,16 +99,11 @@ func (c *checker) cluster() {
 			c.p.add(c.key(base), "point %q: %s needs a top-level %s: with the Redis addresses the proxies share", pt.Name, base.field, keyCluster.name)
 		}
 		rate, size := pl(pt, keyClusterBucketTokensPerSecond), pl(pt, keyClusterBucketSize)
-		switch {
-		case !c.d.has(rate):
+		if !c.d.has(rate) {
 			c.p.add(c.key(base), "point %q: %s needs %s, such as %[3]s: 100", pt.Name, base.field, keyClusterBucketTokensPerSecond.name)
-		case c.d.good(rate) && (b.TokensPerSecond < 1 || b.TokensPerSecond > maxClusterTokensPerSec):
-			c.wrong(rate, "%d is not from 1 to %d", b.TokensPerSecond, maxClusterTokensPerSec)
 		}
 		if !c.d.has(size) {
 			b.Size = b.TokensPerSecond
-		} else if c.d.good(size) && (b.Size < 1 || b.Size > maxClusterBucketSize) {
-			c.wrong(size, "%d is not from 1 to %d tokens", b.Size, maxClusterBucketSize)
 		}
 	}
 	cl := f.Cluster
@@ -131,22 +126,11 @@ func (c *checker) cluster() {
 			}
 		}
 	}
-	if l := top(keyClusterDB); c.d.good(l) {
-		switch {
-		case cl.DB < 0:
-			c.wrong(l, "%d is negative; Redis numbers its databases from 0", cl.DB)
-		case cl.DB != 0 && len(cl.Addresses) > 1 && cl.MasterName == "":
-			c.wrong(l, "%d with several addresses (a Redis Cluster), which has only database 0", cl.DB)
-		}
+	if l := top(keyClusterDB); c.d.good(l) && cl.DB > 0 && len(cl.Addresses) > 1 && cl.MasterName == "" {
+		c.wrong(l, "%d with several addresses (a Redis Cluster), which has only database 0", cl.DB)
 	}
 	if l := top(keyClusterMasterName); c.d.has(l) && c.d.good(l) && cl.MasterName == "" {
 		c.p.add(c.val(l), "%s is empty; give the Sentinel master set's name, or remove the key", l.field)
-	}
-	if l := top(keyClusterTimeout); c.d.good(l) && (cl.Timeout < time.Millisecond || cl.Timeout > maxClusterTimeout) {
-		c.wrong(l, "%v is not from 1ms to %v; it bounds each background call to Redis (default %v)", cl.Timeout, maxClusterTimeout, DefaultClusterTimeout)
-	}
-	if l := top(keyClusterReplicas); c.d.good(l) && (cl.Replicas < 1 || cl.Replicas > maxReplicas) {
-		c.wrong(l, "%d is not from 1 to %d; give the number of proxies sharing the buckets", cl.Replicas, maxReplicas)
 	}
 	if t := cl.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		c.p.add(c.key(top(keyClusterTLS)), "%s: %s and %s go together; give both for a client certificate, or neither", keyClusterTLS.path, keyClusterTLSCertFile.name, keyClusterTLSKeyFile.name)

@@ -18,6 +18,7 @@ package config
 import (
 	"math"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
@@ -63,6 +64,11 @@ type key struct {
 	// min and max bound an integer, both inclusive (for a duration, its
 	// integer of milliseconds): what validation rejects beyond them.
 	min, max *int64
+	// outside is the message of a value beyond min and max, a format
+	// given the value, min and max (durations as such); "" where the
+	// limiter judges the value (limiter.Policy.Check) or a rule of
+	// validation does.
+	outside string
 	// minLength and maxLength bound a string, in characters.
 	minLength, maxLength int
 	// pattern is a regular expression a string must match (for
@@ -205,15 +211,15 @@ var (
 		doc: "Set X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host for the upstream."}
 	keyWindow = &key{name: "window", field: "Window", show: showText, kind: kindDuration, seconds: true, def: DefaultWindow.String(), min: bound(1),
 		doc: "The length of every point's sliding window; it splits evenly into buckets of at least 1ms."}
-	keyBuckets = &key{name: "buckets", field: "Buckets", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
+	keyBuckets = &key{name: "buckets", field: "Buckets", outside: "%[1]v is not a count from %[2]v to %[3]v; write buckets: 10", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
 		doc: "How many buckets split the window."}
 	keyPressureTestHeader = &key{name: "pressureTestHeader", field: "PressureTestHeader", show: showQuoted, kind: kindString, minLength: 1, pattern: tokenPattern,
 		doc: "The request header that marks pressure-test traffic when its value is 1 or true. Absent: no request is pressure-test traffic."}
 	keyAccessLog = &key{name: "accessLog", field: "AccessLog", kind: kindBool, def: false,
 		doc: "Log one line per request: point, status, strategy, upstream latency."}
-	keyDrainTimeout = &key{name: "drainTimeout", field: "DrainTimeout", show: showText, kind: kindDuration, seconds: true, def: DefaultDrainTimeout.String(), min: bound(0),
+	keyDrainTimeout = &key{name: "drainTimeout", field: "DrainTimeout", outside: "%[1]v is negative; write a grace period such as 25s, or 0 to exit without waiting", show: showText, kind: kindDuration, seconds: true, def: DefaultDrainTimeout.String(), min: bound(0),
 		doc: "How long SIGTERM waits for requests in flight before exiting; 0 exits without waiting."}
-	keyMaxConnections = &key{name: "maxConnections", field: "MaxConnections", kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
+	keyMaxConnections = &key{name: "maxConnections", field: "MaxConnections", outside: "%[1]v is not a count from %[2]v to %[3]v; size it to the memory limit (docs/connections.md, Connection limits), such as maxConnections: " + strconv.Itoa(DefaultMaxConnections), kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
 		doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."}
 	keyAdminTokenFile = &key{name: "adminTokenFile", field: "AdminTokenFile", kind: kindString, minLength: 1,
 		doc: "A file holding the bearer token (at least 16 visible ASCII characters; surrounding white space ignored) that turns on the admin port's runtime switches, POST and DELETE /points/NAME/force. Absent: the switches do not exist. Read again on every reload; a relative path is resolved against the config file's directory."}
@@ -370,15 +376,15 @@ var (
 		doc: "A file holding the Redis servers' password (a Kubernetes Secret mounted as a file; sentinels are asked without one), read for every new connection so that a rotated password applies without a restart. A relative path is resolved against the config file's directory."}
 	keyClusterTLS = &key{name: "tls", field: "TLS", kind: kindMapping, section: clusterTLSSection,
 		doc: "Speak TLS to Redis. {} trusts the system's roots."}
-	keyClusterDB = &key{name: "db", field: "DB", kind: kindInt, def: int64(0), min: bound(0), unit: "database number",
+	keyClusterDB = &key{name: "db", field: "DB", outside: "%[1]v is negative; Redis numbers its databases from 0", kind: kindInt, def: int64(0), min: bound(0), unit: "database number",
 		doc: "The database number; a Redis Cluster has only 0."}
 	keyClusterMasterName = &key{name: "masterName", field: "MasterName", kind: kindString, minLength: 1,
 		doc: "The Sentinel master set's name; addresses are then the sentinels'. The proxies follow a failover."}
 	keyClusterKeyPrefix = &key{name: "keyPrefix", field: "KeyPrefix", kind: kindString, def: DefaultClusterKeyPrefix,
 		doc: "Starts every key the proxies write; a bucket's key is keyPrefix + \"bucket:\" + the point's name."}
-	keyClusterTimeout = &key{name: "timeout", field: "Timeout", kind: kindDuration, def: DefaultClusterTimeout.String(), min: bound(1), max: bound(maxClusterTimeout.Milliseconds()),
+	keyClusterTimeout = &key{name: "timeout", field: "Timeout", outside: "%[1]v is not from %[2]v to %[3]v; it bounds each background call to Redis (default " + DefaultClusterTimeout.String() + ")", kind: kindDuration, def: DefaultClusterTimeout.String(), min: bound(1), max: bound(maxClusterTimeout.Milliseconds()),
 		doc: "Bounds every background call to Redis (dial, write, read); past it Redis counts as failed and each point falls back to its share."}
-	keyClusterReplicas = &key{name: "replicas", field: "Replicas", kind: kindInt, def: int64(1), min: bound(1), max: bound(maxReplicas), unit: "proxies",
+	keyClusterReplicas = &key{name: "replicas", field: "Replicas", outside: "%[1]v is not from %[2]v to %[3]v; give the number of proxies sharing the buckets", kind: kindInt, def: int64(1), min: bound(1), max: bound(maxReplicas), unit: "proxies",
 		doc: "How many proxies share the buckets (the Deployment's replicas): while Redis fails, each counts on tokensPerSecond / replicas."}
 )
 
@@ -402,9 +408,9 @@ var clusterTLSSection = newSection("clusterTLS", "TLS to Redis.",
 
 // The keys under a point's clusterTokenBucket (keyClusterTokenBucket).
 var (
-	keyClusterBucketTokensPerSecond = &key{name: "tokensPerSecond", field: "TokensPerSecond", show: showFigure, kind: kindInt, min: bound(1), max: bound(maxClusterTokensPerSec), unit: "tokens per second",
+	keyClusterBucketTokensPerSecond = &key{name: "tokensPerSecond", field: "TokensPerSecond", outside: "%[1]v is not from %[2]v to %[3]v", show: showFigure, kind: kindInt, min: bound(1), max: bound(maxClusterTokensPerSec), unit: "tokens per second",
 		doc: "The shared bucket fills at this rate, whatever the number of proxies. Required."}
-	keyClusterBucketSize = &key{name: "size", field: "Size", show: showFigure, kind: kindInt, min: bound(1), max: bound(maxClusterBucketSize), unit: "tokens",
+	keyClusterBucketSize = &key{name: "size", field: "Size", outside: "%[1]v is not from %[2]v to %[3]v tokens", show: showFigure, kind: kindInt, min: bound(1), max: bound(maxClusterBucketSize), unit: "tokens",
 		doc: "The most tokens the shared bucket holds (the burst across all proxies); it starts full. Absent: tokensPerSecond."}
 )
 
@@ -413,7 +419,7 @@ var clusterBucketSection = newSection("", "A token bucket shared through cluster
 
 // The keys under a point's fallback (keyFallback).
 var (
-	keyFallbackStatus = &key{name: "status", field: "Status", show: showOrDefault, kind: kindInt, min: bound(200), max: bound(599), unit: "HTTP status",
+	keyFallbackStatus = &key{name: "status", field: "Status", outside: "%[1]v is not a status a response can end with; write one from %[2]v to %[3]v, such as 503 (1xx are informational)", show: showOrDefault, kind: kindInt, min: bound(200), max: bound(599), unit: "HTTP status",
 		doc: "The status. Absent: 429 for visit and token_bucket trips, 503 otherwise."}
 	keyFallbackHeaders = &key{name: "headers", field: "Headers", kind: kindHeaders,
 		doc: "Response headers: a name and a value, or a list of values."}
@@ -421,7 +427,7 @@ var (
 		doc: "The response body (or bodyFile, not both)."}
 	keyFallbackBodyFile = &key{name: "bodyFile", field: "BodyFile", sets: "BodySet", want: "a path", kind: kindString,
 		doc: "A file holding the response body, read when the config loads; relative to the config file's directory."}
-	keyFallbackGRPCStatus = &key{name: "grpcStatus", field: "GRPCStatus", sets: "GRPCStatusSet", show: showGRPCStatus, kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
+	keyFallbackGRPCStatus = &key{name: "grpcStatus", field: "GRPCStatus", outside: "%[1]v is not a gRPC status code; write one from %[2]v to %[3]v, such as 14 (UNAVAILABLE) or 8 (RESOURCE_EXHAUSTED)", sets: "GRPCStatusSet", show: showGRPCStatus, kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
 		doc: "The grpc-status gRPC calls get instead of the HTTP answer (14 UNAVAILABLE, 8 RESOURCE_EXHAUSTED ...)."}
 	keyFallbackGRPCMessage = &key{name: "grpcMessage", field: "GRPCMessage", kind: kindString, minLength: 1, maxLength: maxGRPCMessage,
 		doc: "The grpc-message gRPC calls get. Absent: a message naming the point and the strategy."}

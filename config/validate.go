@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,10 @@ type checker struct {
 // validate reports every problem of the decoded file d to p.
 func validate(d *decoded, opts Options, p *problems) {
 	c := &checker{d: d, p: p, opts: opts}
+	c.bounds(topSection, reflect.ValueOf(d.f).Elem(), loc{})
+	for i := range d.f.Points {
+		c.bounds(pointSection, reflect.ValueOf(&d.f.Points[i]).Elem(), loc{point: d.f.Points[i].Name})
+	}
 	c.addresses()
 	c.upstream()
 	c.window()
@@ -46,6 +51,55 @@ func validate(d *decoded, opts Options, p *problems) {
 	c.cluster()
 	c.routes()
 	c.points()
+}
+
+// bounds reports each key of sec present in v, the struct of its keys
+// at base, and of the mappings under it, whose value is beyond the key's
+// bounds (key.outside).
+func (c *checker) bounds(sec *section, v reflect.Value, base loc) {
+	for _, k := range sec.keys {
+		l, f := base, field(k, v)
+		l.field += k.name
+		switch {
+		case k.kind == kindMapping && (f.Kind() != reflect.Pointer || !f.IsNil()):
+			inner := base
+			inner.field = k.path + "."
+			c.bounds(k.section, reflect.Indirect(f), inner)
+		case k.outside != "" && c.d.ok(l) && !inBounds(k, f.Int()):
+			c.wrong(l, k.outside, shown(k, f.Int(), 1), shown(k, deref(k.min), scale(k)), shown(k, deref(k.max), scale(k)))
+		}
+	}
+}
+
+// inBounds reports whether n, the value of k (for a duration, in
+// nanoseconds), is within k's bounds.
+func inBounds(k *key, n int64) bool {
+	return (k.min == nil || n >= scale(k)**k.min) && (k.max == nil || n <= scale(k)**k.max)
+}
+
+// scale is what k's bounds count in: a millisecond for a duration, else 1.
+func scale(k *key) int64 {
+	if k.kind == kindDuration {
+		return int64(time.Millisecond)
+	}
+	return 1
+}
+
+// shown returns n, a value of k counted in unit, to print: a duration
+// as one.
+func shown(k *key, n, unit int64) any {
+	if k.kind == kindDuration {
+		return time.Duration(n * unit)
+	}
+	return n
+}
+
+// deref returns *n, or 0 for nil.
+func deref(n *int64) int64 {
+	if n == nil {
+		return 0
+	}
+	return *n
 }
 
 // key returns where the key at l starts; for an absent key, where its
@@ -193,10 +247,7 @@ func (c *checker) window() {
 		c.wrong(top(keyWindow), "%v is not a positive duration; write %s: 10s", f.Window, keyWindow.name)
 		windowOK = false
 	}
-	if bucketsOK && (f.Buckets < 1 || f.Buckets > maxBuckets) {
-		c.wrong(top(keyBuckets), "%d is not a count from 1 to %d; write %s: 10", f.Buckets, maxBuckets, keyBuckets.name)
-		bucketsOK = false
-	}
+	bucketsOK = bucketsOK && inBounds(keyBuckets, int64(f.Buckets))
 	if !windowOK || !bucketsOK {
 		return
 	}
@@ -216,12 +267,6 @@ func (c *checker) window() {
 // settings checks the other top-level settings.
 func (c *checker) settings() {
 	f := c.d.f
-	if c.d.ok(top(keyDrainTimeout)) && f.DrainTimeout < 0 {
-		c.wrong(top(keyDrainTimeout), "%v is negative; write a grace period such as 25s, or 0 to exit without waiting", f.DrainTimeout)
-	}
-	if c.d.ok(top(keyMaxConnections)) && (f.MaxConnections < 1 || f.MaxConnections > maxConnectionsLimit) {
-		c.wrong(top(keyMaxConnections), "%d is not a count from 1 to %d; size it to the memory limit (docs/connections.md, Connection limits), such as %s: %d", f.MaxConnections, maxConnectionsLimit, keyMaxConnections.name, DefaultMaxConnections)
-	}
 	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader != "" && !isToken(f.PressureTestHeader) {
 		c.wrong(l, "%q is not a header name; write one such as X-Pressure-Test", f.PressureTestHeader)
 	}

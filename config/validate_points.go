@@ -210,13 +210,8 @@ func (c *checker) strategy(p *Point) (on, known bool) {
 // fallback checks a point's fallback response.
 func (c *checker) fallback(p *Point) {
 	fb := p.Fallback
-	if l := pl(p, keyFallbackStatus); c.d.ok(l) {
-		switch {
-		case fb.Status < 200 || fb.Status > 599:
-			c.wrong(l, "%d is not a status a response can end with; write one from 200 to 599, such as 503 (1xx are informational)", fb.Status)
-		case (fb.Status == http.StatusNoContent || fb.Status == http.StatusNotModified) && len(fb.Body) > 0:
-			c.wrong(l, "a %d response has no body, so the body would be dropped; remove %s or use another status", fb.Status, keyFallbackBody.name)
-		}
+	if l := pl(p, keyFallbackStatus); c.d.ok(l) && (fb.Status == http.StatusNoContent || fb.Status == http.StatusNotModified) && len(fb.Body) > 0 {
+		c.wrong(l, "a %d response has no body, so the body would be dropped; remove %s or use another status", fb.Status, keyFallbackBody.name)
 	}
 	if c.d.has(pl(p, keyFallbackBody)) && c.d.has(pl(p, keyFallbackBodyFile)) {
 		c.p.add(c.key(pl(p, keyFallbackBodyFile)), "%s: give %s or %s, not both", keyFallback.path, keyFallbackBody.name, keyFallbackBodyFile.name)
@@ -267,9 +262,6 @@ const (
 // that they do not see.
 func (c *checker) grpcFallback(p *Point) {
 	fb := p.Fallback
-	if l := pl(p, keyFallbackGRPCStatus); c.d.ok(l) && (fb.GRPCStatus < 0 || fb.GRPCStatus > maxGRPCStatus) {
-		c.wrong(l, "%d is not a gRPC status code; write one from 0 to %d, such as 14 (UNAVAILABLE) or 8 (RESOURCE_EXHAUSTED)", fb.GRPCStatus, maxGRPCStatus)
-	}
 	if l := pl(p, keyFallbackGRPCMessage); c.d.ok(l) {
 		switch {
 		case fb.GRPCMessage == "":
