@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -109,9 +108,6 @@ type decoder struct {
 	out    *decoded
 	budget int
 }
-
-// setter decodes the value v of key into its destination.
-type setter func(key string, v *yaml.Node)
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
 
@@ -248,10 +244,7 @@ func (d *decoder) top(n *yaml.Node) {
 // value decodes v, the value of the key k of the mapping at base, into
 // the field k names in owner, by k's kind and the field's type.
 func (d *decoder) value(k *key, v *yaml.Node, base loc, owner reflect.Value) {
-	dst := owner
-	if k.field != "" {
-		dst = owner.FieldByName(k.field)
-	}
+	dst := field(k, owner)
 	before := len(d.p.errs)
 	switch k.kind {
 	case kindMapping:
@@ -263,13 +256,15 @@ func (d *decoder) value(k *key, v *yaml.Node, base loc, owner reflect.Value) {
 	case kindHeaders:
 		d.headers(v, base.point, dst.Addr().Interface().(*[][2]string))
 	case kindStrings:
-		d.strings(loc{point: base.point, route: base.route, field: k.path}, dst.Addr().Interface().(*[]string))(k.name, v)
+		d.strings(k.name, v, loc{point: base.point, route: base.route, field: k.path}, dst)
 	case kindBool:
-		d.boolean(dst.Addr().Interface().(*bool))(k.name, v)
+		if s, ok := d.scalar(k.name, v, "!!bool", "true or false"); ok {
+			dst.SetBool(strings.EqualFold(s.Value, "true"))
+		}
 	case kindString:
 		d.text(k, v, dst)
 	case kindDuration:
-		d.duration(k, dst.Addr().Interface().(*time.Duration))(k.name, v)
+		d.duration(k, v, dst)
 	default:
 		d.number(k, v, dst)
 	}
@@ -343,22 +338,16 @@ func (d *decoder) text(k *key, v *yaml.Node, dst reflect.Value) {
 // (SDS's -1) and otherwise is kept as written, for limiter.Policy.Check
 // to judge.
 func (d *decoder) number(k *key, v *yaml.Node, dst reflect.Value) {
-	switch p := dst.Addr().Interface().(type) {
-	case *int:
-		integer(d, p)(k.name, v)
-	case *int64:
-		integer(d, p)(k.name, v)
-	case *limiter.Threshold:
-		n := int64(-1)
-		before := len(d.p.errs)
-		integer(d, &n)(k.name, v)
-		switch {
-		case len(d.p.errs) > before && k.kind == kindInt:
-		case k.kind == kindThreshold && n < 0:
-			*p = limiter.Threshold{}
-		default:
-			*p = limiter.At(n)
-		}
+	n, ok := d.integer(k.name, v)
+	t, threshold := dst.Addr().Interface().(*limiter.Threshold)
+	switch {
+	case !ok:
+	case !threshold:
+		dst.SetInt(n)
+	case k.kind == kindThreshold && n < 0:
+		*t = limiter.Threshold{}
+	default:
+		*t = limiter.At(n)
 	}
 }
 

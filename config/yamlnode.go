@@ -177,88 +177,68 @@ func (d *decoder) scalar(key string, v *yaml.Node, tag, want string) (*yaml.Node
 	return s, true
 }
 
-func (d *decoder) boolean(dst *bool) setter {
-	return func(key string, v *yaml.Node) {
-		if s, ok := d.scalar(key, v, "!!bool", "true or false"); ok {
-			*dst = strings.EqualFold(s.Value, "true")
-		}
+// integer decodes a YAML integer.
+func (d *decoder) integer(key string, v *yaml.Node) (int64, bool) {
+	s, ok := d.scalar(key, v, "!!int", "an integer")
+	if !ok {
+		return 0, false
 	}
-}
-
-// integer decodes a YAML integer into dst.
-func integer[T int | int64](d *decoder, dst *T) setter {
-	return func(key string, v *yaml.Node) {
-		s, ok := d.scalar(key, v, "!!int", "an integer")
-		if !ok {
-			return
-		}
-		var n int64
-		if err := s.Decode(&n); err != nil || int64(T(n)) != n {
-			d.p.add(pos{v.Line, v.Column}, "%s: %s is out of range", key, s.Value)
-			return
-		}
-		*dst = T(n)
+	var n int64
+	if err := s.Decode(&n); err != nil {
+		d.p.add(pos{v.Line, v.Column}, "%s: %s is out of range", key, s.Value)
+		return 0, false
 	}
+	return n, true
 }
 
 // duration decodes a Go duration string ("250ms", "1m30s") or an integer
 // of milliseconds (250) into dst, the value of k: for a key whose -1 is
 // off (key.sdsOff), -1ms decodes to 0.
-func (d *decoder) duration(k *key, dst *time.Duration) setter {
-	set := d.durationValue(dst)
-	return func(key string, v *yaml.Node) {
-		set(key, v)
-		if k.sdsOff && *dst == -time.Millisecond {
-			*dst = 0
-		}
-	}
-}
-
-// durationValue decodes a duration into dst (see duration).
-func (d *decoder) durationValue(dst *time.Duration) setter {
-	return func(key string, v *yaml.Node) {
-		s := d.resolve(v)
-		want := fmt.Sprintf("%s: want a duration such as 250ms or an integer of milliseconds", key)
-		switch {
-		case s.Kind == yaml.ScalarNode && s.ShortTag() == "!!int":
-			var ms int64
-			if err := s.Decode(&ms); err != nil || ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
-				d.p.add(pos{v.Line, v.Column}, "%s: %s milliseconds is out of range", key, s.Value)
-				return
-			}
-			*dst = time.Duration(ms) * time.Millisecond
-		case s.Kind == yaml.ScalarNode && s.ShortTag() == "!!str":
-			dur, err := time.ParseDuration(s.Value)
-			if err != nil {
-				d.p.add(pos{v.Line, v.Column}, "%s, got %q (units: ms, s, m, h)", want, s.Value)
-				return
-			}
-			*dst = dur
-		default:
-			d.p.add(pos{v.Line, v.Column}, "%s, got %s", want, describe(s))
-		}
-	}
-}
-
-// strings decodes a list of strings, recording each item's position as
-// base.field[i].
-func (d *decoder) strings(base loc, dst *[]string) setter {
-	return func(key string, v *yaml.Node) {
-		items, ok := d.sequence(v, key, "a list such as [a, b]")
-		if !ok {
+func (d *decoder) duration(k *key, v *yaml.Node, dst reflect.Value) {
+	s := d.resolve(v)
+	want := fmt.Sprintf("%s: want a duration such as 250ms or an integer of milliseconds", k.name)
+	var dur time.Duration
+	switch {
+	case s.Kind == yaml.ScalarNode && s.ShortTag() == "!!int":
+		var ms int64
+		if err := s.Decode(&ms); err != nil || ms > maxMillis || ms < math.MinInt64/int64(time.Millisecond) {
+			d.p.add(pos{v.Line, v.Column}, "%s: %s milliseconds is out of range", k.name, s.Value)
 			return
 		}
-		out := make([]string, 0, len(items))
-		for _, item := range items {
-			if s, ok := d.scalar(key, item, "!!str", "a string"); ok {
-				l := base
-				l.field = fmt.Sprintf("%s[%d]", base.field, len(out))
-				d.out.at[l] = span{key: pos{item.Line, item.Column}, val: pos{item.Line, item.Column}}
-				out = append(out, s.Value)
-			}
+		dur = time.Duration(ms) * time.Millisecond
+	case s.Kind == yaml.ScalarNode && s.ShortTag() == "!!str":
+		var err error
+		if dur, err = time.ParseDuration(s.Value); err != nil {
+			d.p.add(pos{v.Line, v.Column}, "%s, got %q (units: ms, s, m, h)", want, s.Value)
+			return
 		}
-		*dst = out
+	default:
+		d.p.add(pos{v.Line, v.Column}, "%s, got %s", want, describe(s))
+		return
 	}
+	if k.sdsOff && dur == -time.Millisecond {
+		dur = 0
+	}
+	dst.SetInt(int64(dur))
+}
+
+// strings decodes a list of strings into dst, recording each item's
+// position as base.field[i].
+func (d *decoder) strings(key string, v *yaml.Node, base loc, dst reflect.Value) {
+	items, ok := d.sequence(v, key, "a list such as [a, b]")
+	if !ok {
+		return
+	}
+	out := make([]string, 0, len(items))
+	for _, item := range items {
+		if s, ok := d.scalar(key, item, "!!str", "a string"); ok {
+			l := base
+			l.field = fmt.Sprintf("%s[%d]", base.field, len(out))
+			d.out.at[l] = span{key: pos{item.Line, item.Column}, val: pos{item.Line, item.Column}}
+			out = append(out, s.Value)
+		}
+	}
+	dst.Set(reflect.ValueOf(out))
 }
 
 // describe names a node's kind and value for a message.
