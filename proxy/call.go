@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/fallback"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
+	"github.com/sds-proxy/sds-proxy/proxy/statelog"
 )
 
 // call is one request on its way through the Handler, from ServeHTTP's
@@ -133,11 +135,11 @@ func (c *call) errorCounter(e upstreamError) *metrics.Counter {
 }
 
 // reason is why a degraded request gets its point's fallback.
-func (c *call) reason() reason {
+func (c *call) reason() fallback.Reason {
 	if c.forced == ForceDegrade {
-		return reason{forced: true}
+		return fallback.Reason{Forced: true}
 	}
-	return verdictReason(c.verdict)
+	return fallback.ReasonOf(c.verdict)
 }
 
 // wroteHeaders is the call's httptrace hook: the transport has written
@@ -185,7 +187,7 @@ func (c *call) end(now time.Time) time.Duration {
 	}
 	timedOutBefore := c.lim.Timeout(now) // counts it now if not yet counted
 	ev := c.lim.Exit(now, o.outcome)
-	c.h.pointEvents(c.point, c.verdict, ev, now, byProbe)
+	c.h.changes.Changes(c.point.lim, c.verdict, ev, now, statelog.ByProbe)
 	if c.verdict.Probe {
 		c.h.probeEnded(c, o.outcome, now)
 	}

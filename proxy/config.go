@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/fallback"
 )
 
 // Config is one complete, immutable configuration of the request path.
@@ -45,7 +46,7 @@ type Point struct {
 	lim             *limiter.Point
 	upstreamTimeout time.Duration
 	fallbackOnError bool
-	fallback        *fallbackHandler
+	fallback        *fallback.Handler
 	shared          limiter.Gate // nil: none
 }
 
@@ -71,15 +72,19 @@ type PointOptions struct {
 	Shared limiter.Gate
 }
 
+// Fallback is what a point answers instead of calling the service; its
+// fields and their zero values are fallback.Response's.
+type Fallback = fallback.Response
+
 // NewPoint builds a point around lim. Its fallback answers are built the
-// first time each is needed, then kept (see Fallback).
+// first time each is needed, then kept (fallback.Handler).
 func NewPoint(lim *limiter.Point, opts PointOptions) *Point {
 	return &Point{
 		name:            lim.Name(),
 		lim:             lim,
 		upstreamTimeout: opts.UpstreamTimeout,
 		fallbackOnError: opts.FallbackOnError,
-		fallback:        newFallbackHandler(lim.Name(), opts.Fallback, lim.Settings()),
+		fallback:        fallback.New(lim.Name(), opts.Fallback, lim.Settings()),
 		shared:          opts.Shared,
 	}
 }

@@ -11,7 +11,7 @@
 //	defer exit call.end: the limiter's Exit, once; the access log line
 //	forward    ReverseProxy → meter.RoundTrip (meter.go) records what the
 //	           upstream did; its bodies time their reads (clock.go)
-//	  or       fallbackHandler.serve (fallback.go)
+//	  or       the point's fallback.Handler (proxy/fallback)
 //
 // The meter (meter.go) is the one place a call's outcome is decided:
 // classify decides it from what the meter recorded, once, when the call
@@ -27,10 +27,11 @@
 // points every TickInterval (record.go).
 //
 // What it leaves to other packages: route matching and path normal form
-// (route), the metrics and traffic figures (proxy/metrics), the
-// HTTP/1.1 client (proxy/h1), the admin port (proxy/admin), connection
-// limits (proxy/connlimit), the event history (proxy/events) and the
-// fleet-wide bucket (proxy/cluster).
+// (route), the degraded answers (proxy/fallback), the state-change lines
+// and events (proxy/statelog), the metrics and traffic figures
+// (proxy/metrics), the HTTP/1.1 client (proxy/h1), the admin port
+// (proxy/admin), connection limits (proxy/connlimit), the event history
+// (proxy/events) and the fleet-wide bucket (proxy/cluster).
 //
 // The running configuration is one immutable Config, swapped atomically
 // (Handler.Swap), so a request sees one configuration from start to end.

@@ -180,7 +180,7 @@ func (h *Handler) Force(point string, action ForceAction, ttl time.Duration, rea
 	}
 	h.opts.Metrics.Forces.Active.WithLabelValues(point, action.String()).Set(1)
 	h.opts.Metrics.Forces.Changes.WithLabelValues(action.String()).Inc()
-	h.record(events.Event{At: now, Kind: events.Force, Point: point,
+	h.changes.Record(events.Event{At: now, Kind: events.Force, Point: point,
 		Detail: fmt.Sprintf("%s for %s: %s", action, ttl, reason)})
 	h.opts.Logger.Warn("point forced", zap.String("point", point), zap.String("action", action.String()),
 		zap.Duration("ttl", ttl), zap.Time("until", e.Until), zap.String("reason", reason))
@@ -278,7 +278,7 @@ func (h *Handler) endForce(e *forceEntry, now time.Time, cause string) {
 	}
 	h.opts.Metrics.Forces.Active.DeleteLabelValues(e.Point, e.Action.String())
 	h.opts.Metrics.Forces.Changes.WithLabelValues("end").Inc()
-	h.record(events.Event{At: at, Kind: events.ForceEnd, Point: e.Point, Detail: e.Action.String() + " ended: " + cause})
+	h.changes.Record(events.Event{At: at, Kind: events.ForceEnd, Point: e.Point, Detail: e.Action.String() + " ended: " + cause})
 	h.opts.Logger.Info("point force ended", zap.String("point", e.Point), zap.String("action", e.Action.String()),
 		zap.String("cause", cause))
 }

@@ -16,8 +16,10 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
+	"github.com/sds-proxy/sds-proxy/proxy/fallback"
 	"github.com/sds-proxy/sds-proxy/proxy/h1"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
+	"github.com/sds-proxy/sds-proxy/proxy/statelog"
 	"github.com/sds-proxy/sds-proxy/route"
 )
 
@@ -56,8 +58,8 @@ type Handler struct {
 	h2c     http.RoundTripper // h2c upstreams, built on first use
 	alarms  alarms            // the upstream clocks' alarms of the calls in flight
 	forces  forces            // operators' switches by point name (force.go)
-	// stateLog throttles the points' state-change lines (statelog.go).
-	stateLog stateLog
+	// changes logs and records the points' state changes, throttled.
+	changes *statelog.Log
 }
 
 // snapshot is a Config with what the request path derives from it: the
@@ -78,7 +80,7 @@ type snapshot struct {
 
 // New returns a Handler serving cfg.
 func New(cfg *Config, opts Options) *Handler {
-	h := &Handler{opts: opts, now: opts.Now}
+	h := &Handler{opts: opts, now: opts.Now, changes: statelog.New(opts.Logger, opts.Events)}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -182,7 +184,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.enter(w, r, c, rt.Priority)
 	defer h.exit(r, c)
 	if !c.verdict.Allowed {
-		c.status = c.point.fallback.serve(w, r, c.reason())
+		c.status = c.point.fallback.Serve(w, r, c.reason())
 		return
 	}
 	h.forward(w, r, c)
@@ -210,13 +212,13 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 	req := limiter.Request{Priority: priority, Gate: p.shared}
 	req.PressureTest = c.snap.PressureTestHeader != "" && isTrue(r.Header.Get(c.snap.PressureTestHeader))
 	c.verdict = p.lim.Enter(&c.lim, now, req)
-	h.pointEvents(p, c.verdict, c.verdict.Events, now, byRequest)
+	h.changes.Changes(p.lim, c.verdict, c.verdict.Events, now, statelog.ByRequest)
 	switch {
 	case !c.verdict.Allowed:
 		c.series.Degraded.Inc()
 		c.series.Strategy(c.verdict.Strategy).Inc()
 	case c.verdict.Shadow:
-		w.Header().Set("Sds-Shadow-Degraded", p.fallback.answer(verdictReason(c.verdict)).degraded)
+		w.Header().Set("Sds-Shadow-Degraded", p.fallback.Degraded(fallback.ReasonOf(c.verdict)))
 		c.series.ShadowDegraded.Inc()
 		c.series.ShadowStrategy(c.verdict.Strategy).Inc()
 		c.counted.Store(true)
@@ -249,6 +251,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 		ctx = httptrace.WithClientTrace(ctx, &c.trace)
 	}
 	out := r.WithContext(ctx)
+	if h2ExpectsContinue(r) {
+		out.Header = r.Header.Clone()
+		out.Header.Set("Expect", "100-continue")
+	}
 	if p := c.point; p != nil {
 		if out.Body != nil && out.Body != http.NoBody {
 			c.reqBody = clientBody{ReadCloser: out.Body, c: c}

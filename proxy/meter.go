@@ -9,6 +9,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/fallback"
+	"github.com/sds-proxy/sds-proxy/proxy/statelog"
 )
 
 // The metered transport: the ReverseProxy's Transport, and the only code
@@ -122,7 +124,7 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		c.failure = failureOf(c, req)
-		if c.failure == failTransport && isGRPC(req) {
+		if c.failure == failTransport && fallback.IsGRPC(req) {
 			c.h.grpcFailed(c, nil, err)
 		}
 		f := &failureError{kind: c.failure, err: err}
@@ -134,7 +136,7 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		c.status = resp.StatusCode
 	}
-	if isGRPC(req) && !isGRPCResponse(resp) {
+	if fallback.IsGRPC(req) && !isGRPCResponse(resp) {
 		c.h.grpcFailed(c, resp, nil)
 	}
 	if c.point == nil {
@@ -162,7 +164,7 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 // sees only UNAVAILABLE or UNKNOWN with an HTTP status; this line says
 // why, and names h2c:// when the upstream is spoken to over HTTP/1.1,
 // which no gRPC server takes. It is throttled per point as the state
-// lines are (StateLogEvery), with the calls held back as repeats.
+// lines are (statelog.Every), with the calls held back as repeats.
 func (h *Handler) grpcFailed(c *call, resp *http.Response, err error) {
 	name := ""
 	if c.point != nil {
@@ -178,7 +180,7 @@ func (h *Handler) grpcFailed(c *call, resp *http.Response, err error) {
 	if u := c.snap.Upstream; u.Scheme == "http" && !c.snap.UpstreamH2C {
 		fields = append(fields, zap.String("hint", "gRPC needs HTTP/2 to the upstream, and an http:// upstream is called over HTTP/1.1: use h2c://"+u.Host))
 	}
-	h.stateLog.write(h.opts.Logger, stateKey{point: name, kind: grpcNotForwarded}, h.now(), true, "gRPC call not forwarded", fields...)
+	h.changes.Warn(name, statelog.GRPCNotForwarded, h.now(), "gRPC call not forwarded", fields...)
 }
 
 // failureOf tells why the upstream call of c, sent as req, produced no
@@ -202,8 +204,8 @@ func failureOf(c *call, req *http.Request) failure {
 // ErrorHandler answers for it.
 type failureError struct {
 	kind     failure
-	err      error            // the transport's
-	fallback *fallbackHandler // answers instead, marked upstream_error (FallbackOnError); nil: none
+	err      error             // the transport's
+	fallback *fallback.Handler // answers instead, marked upstream_error (FallbackOnError); nil: none
 }
 
 func (f *failureError) Error() string { return f.err.Error() }
@@ -220,7 +222,7 @@ func answerFailure(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	if f.fallback != nil {
-		f.fallback.serve(w, r, reason{})
+		f.fallback.Serve(w, r, fallback.Reason{})
 		return
 	}
 	switch f.kind {

@@ -1,4 +1,11 @@
-package proxy
+// Package fallback builds and serves a point's degraded answers: what a
+// client gets instead of the service when the point's strategies, its
+// delay, an operator's switch or a failed upstream call (FallbackOnError)
+// degrade its request. Each point has one Handler, whose answers are built
+// from its Response on their first use and kept, so that serving one is a
+// header set and a write. It knows nothing of the config file, nor of the
+// request path that chooses the Reason (package proxy).
+package fallback
 
 import (
 	"bytes"
@@ -14,8 +21,8 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
-// Fallback is what a point answers instead of calling the service. The zero
-// Fallback answers HTTP clients 429 with Retry-After for visit and
+// Response is what a point answers instead of calling the service. The
+// zero Response answers HTTP clients 429 with Retry-After for visit and
 // token_bucket trips, 503 otherwise (and for a failed upstream call), with a
 // small JSON body naming the point and strategy; it answers gRPC calls
 // grpc-status 14 (UNAVAILABLE) with a message naming the point and strategy.
@@ -27,7 +34,7 @@ import (
 // gets a trailers-only answer (HTTP 200, content-type application/grpc,
 // grpc-status and grpc-message in the headers), which GRPCStatus and
 // GRPCMessage shape.
-type Fallback struct {
+type Response struct {
 	// Status is the HTTP status code, 200-599; 0 means the default by
 	// strategy.
 	Status int
@@ -51,43 +58,44 @@ type Fallback struct {
 // fallback.
 const grpcUnavailable = 14
 
-// reason is why a request is answered with its point's fallback: the
+// Reason is why a request is answered with its point's fallback: the
 // strategy that degraded it and whether the point was in its delay, or an
-// operator's switch (forced, with no strategy). The zero reason (no
+// operator's switch (Forced, with no strategy). The zero Reason (no
 // strategy) is a failed upstream call on a point with FallbackOnError,
 // marked upstream_error.
-type reason struct {
-	strategy limiter.Strategy
-	delay    bool
-	forced   bool
-	// sheddable: a sheddable request past its share of the strategy's
+type Reason struct {
+	Strategy limiter.Strategy
+	Delay    bool
+	Forced   bool
+	// Sheddable: a sheddable request past its share of the strategy's
 	// threshold (limiter.Verdict.Sheddable), marked "; priority=sheddable".
-	sheddable bool
-	// reopens is, inside a delay, the time until the point's next probe
+	Sheddable bool
+	// Reopens is, inside a delay, the time until the point's next probe
 	// or the delay's end (limiter.Verdict.RetryAfter): the Retry-After of
 	// an answer other than 429. It is the request's own, never part of
-	// the answer built and kept for the reason.
-	reopens time.Duration
+	// the answer built and kept for the reason; 0 outside a delay.
+	Reopens time.Duration
 }
 
-// verdictReason is the reason of a degraded verdict.
-func verdictReason(v limiter.Verdict) reason {
-	return reason{strategy: v.Strategy, delay: v.Delay, sheddable: v.Sheddable, reopens: v.RetryAfter}
+// ReasonOf is the Reason of a degraded verdict.
+func ReasonOf(v limiter.Verdict) Reason {
+	return Reason{Strategy: v.Strategy, Delay: v.Delay, Sheddable: v.Sheddable, Reopens: v.RetryAfter}
 }
 
-// fallbackHandler is a point's fallback: the one http.Handler that serves
-// every degraded answer of the point (a strategy's trip, its delay, a failed
-// upstream call with FallbackOnError), for HTTP clients, HEAD requests and
-// gRPC calls alike. Each answer is built once, on its first use, and kept:
-// serving it after that is a header set and a write, with no allocation
-// beyond what the ResponseWriter does. Building them on first use rather
-// than when the config loads keeps a point that never degrades at 144
-// bytes (TestFallbackSize) instead of 15 answers of about 1 KB each
-// (docs/benchmarks.md, "Figures behind the code's choices"). It is safe
-// for concurrent use.
-type fallbackHandler struct {
+// Handler is a point's fallback: the one handler that serves every
+// degraded answer of the point (a strategy's trip, its delay, a failed
+// upstream call with FallbackOnError, an operator's switch), for HTTP
+// clients, HEAD requests and gRPC calls alike. Each answer is built once,
+// on its first use, and kept: serving it after that is a header set and
+// a write, with no allocation beyond what the ResponseWriter does. The
+// answers are built on first use rather than when the config loads
+// because most points never degrade, and a config may hold thousands of
+// points: one that never degrades then holds no answer at all
+// (TestFallbackSize; the memory either way is in docs/benchmarks.md,
+// "Figures behind the code's choices"). It is safe for concurrent use.
+type Handler struct {
 	name     string
-	fallback Fallback   // its Header and Body are the handler's own copies
+	fallback Response   // its Header and Body are the handler's own copies
 	retry    retryAfter // for Retry-After
 	// answers is nil until the first answer is built.
 	answers atomic.Pointer[answerSet]
@@ -133,26 +141,27 @@ type answer struct {
 	body     []byte
 	grpc     http.Header // the gRPC answer's, Sds-Degraded included
 	// reopens: each HTTP answer gets a Retry-After of its own from the
-	// request's reason.reopens (a delay's answer other than 429, whose
+	// request's Reason.Reopens (a delay's answer other than 429, whose
 	// fallback sets no Retry-After).
 	reopens bool
 }
 
-// newFallbackHandler returns the fallback of point name, answering as f
-// says; s gives the Retry-After of the 429 answers. It copies f's Header
-// and Body: the caller may change them after.
-func newFallbackHandler(name string, f Fallback, s limiter.Settings) *fallbackHandler {
+// New returns the fallback of point name, answering as f says; s, the
+// point's settings, gives the Retry-After of the 429 answers. It copies
+// f's Header and Body: the caller may change them after. It builds no
+// answer.
+func New(name string, f Response, s limiter.Settings) *Handler {
 	f.Header = f.Header.Clone()
 	f.Body = bytes.Clone(f.Body)
-	return &fallbackHandler{name: name, fallback: f, retry: newRetryAfter(s)}
+	return &Handler{name: name, fallback: f, retry: newRetryAfter(s)}
 }
 
-func buildAnswer(name string, f Fallback, s retryAfter, why reason) answer {
+func buildAnswer(name string, f Response, s retryAfter, why Reason) answer {
 	a := answer{degraded: strategyName(why) + "; point=" + name, status: f.Status, body: f.Body}
-	if why.delay {
+	if why.Delay {
 		a.degraded += "; delay"
 	}
-	if why.sheddable {
+	if why.Sheddable {
 		a.degraded += "; priority=sheddable"
 	}
 	h := make(http.Header, len(f.Header)+4)
@@ -160,7 +169,7 @@ func buildAnswer(name string, f Fallback, s retryAfter, why reason) answer {
 		h[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 	}
 	h.Set("Sds-Degraded", a.degraded)
-	rateLimited := why.strategy == limiter.Visit || why.strategy == limiter.TokenBucket || why.strategy == limiter.ClusterTokenBucket
+	rateLimited := why.Strategy == limiter.Visit || why.Strategy == limiter.TokenBucket || why.Strategy == limiter.ClusterTokenBucket
 	if a.status == 0 {
 		a.status = http.StatusServiceUnavailable
 		if rateLimited {
@@ -171,12 +180,12 @@ func buildAnswer(name string, f Fallback, s retryAfter, why reason) answer {
 	// carries Retry-After only when the fallback's headers do. A 429 says
 	// how long a rate-limited client waits; any other status inside a
 	// delay, when the delay lets requests through again: that changes
-	// with every request, so serve sets it.
-	if why.strategy != 0 && h.Get("Retry-After") == "" {
+	// with every request, so Serve sets it.
+	if why.Strategy != 0 && h.Get("Retry-After") == "" {
 		switch {
 		case a.status == http.StatusTooManyRequests:
 			h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(s, why)))
-		case why.delay:
+		case why.Delay:
 			a.reopens = true
 		}
 	}
@@ -212,26 +221,26 @@ func buildAnswer(name string, f Fallback, s retryAfter, why reason) answer {
 
 // strategyName is the strategy the default body names: the strategy, or
 // upstream_error.
-func strategyName(why reason) string {
-	if why.forced {
+func strategyName(why Reason) string {
+	if why.Forced {
 		return "forced"
 	}
-	if why.strategy == 0 {
+	if why.Strategy == 0 {
 		return "upstream_error"
 	}
-	return why.strategy.String()
+	return why.Strategy.String()
 }
 
 // retryAfterSeconds is when a rate-limited client may try again: after the
 // delay, after one bucket of the window (visit), or after one token.
-func retryAfterSeconds(r retryAfter, why reason) int {
+func retryAfterSeconds(r retryAfter, why Reason) int {
 	var d time.Duration
 	switch {
-	case why.delay && r.retryInterval > 0:
+	case why.Delay && r.retryInterval > 0:
 		d = r.retryInterval
-	case why.delay:
+	case why.Delay:
 		d = r.delayTime
-	case why.strategy == limiter.TokenBucket && r.token > 0:
+	case why.Strategy == limiter.TokenBucket && r.token > 0:
 		d = r.token
 	default:
 		d = r.bucket
@@ -292,26 +301,26 @@ func grpcPercentEncode(s string) string {
 // answer returns the answer for why, building it on its first use. Two
 // goroutines that ask for a new answer at once may both build it; one
 // answer is kept and both get it.
-func (fh *fallbackHandler) answer(why reason) *answer {
+func (fh *Handler) answer(why Reason) *answer {
 	delay := 0
 	switch {
-	case why.forced:
-		why = reason{forced: true}
+	case why.Forced:
+		why = Reason{Forced: true}
 		delay = 1
-	case why.delay && why.strategy != 0:
+	case why.Delay && why.Strategy != 0:
 		delay = 1
-		why.sheddable = false
-	case why.sheddable && why.strategy != 0:
+		why.Sheddable = false
+	case why.Sheddable && why.Strategy != 0:
 		delay = 2
 	default:
-		why.delay, why.sheddable = false, false // upstream_error has no other form
+		why.Delay, why.Sheddable = false, false // upstream_error has no other form
 	}
 	set := fh.answers.Load()
 	if set == nil {
 		fh.answers.CompareAndSwap(nil, new(answerSet))
 		set = fh.answers.Load()
 	}
-	slot := &set[why.strategy][delay]
+	slot := &set[why.Strategy][delay]
 	if a := slot.Load(); a != nil {
 		return a
 	}
@@ -322,15 +331,20 @@ func (fh *fallbackHandler) answer(why reason) *answer {
 	return slot.Load()
 }
 
-// serve writes the answer for why and returns its HTTP status.
+// Degraded returns the Sds-Degraded value of the answer for why, such as
+// "visit; point=orders": what a shadow point's forwarded response is
+// marked with (Sds-Shadow-Degraded). It builds the answer on its first use.
+func (fh *Handler) Degraded(why Reason) string { return fh.answer(why).degraded }
+
+// Serve writes the answer for why to w and returns its HTTP status.
 //
 // A gRPC call (HTTP/2, Content-Type application/grpc*) gets the
 // trailers-only answer, HTTP 200; a HEAD request gets the HTTP answer's
 // status and headers, Content-Length included, and no body.
-func (fh *fallbackHandler) serve(w http.ResponseWriter, r *http.Request, why reason) int {
+func (fh *Handler) Serve(w http.ResponseWriter, r *http.Request, why Reason) int {
 	a := fh.answer(why)
 	h := w.Header()
-	if isGRPC(r) {
+	if IsGRPC(r) {
 		for k, vs := range a.grpc {
 			h[k] = vs
 		}
@@ -341,7 +355,7 @@ func (fh *fallbackHandler) serve(w http.ResponseWriter, r *http.Request, why rea
 		h[k] = vs
 	}
 	if a.reopens {
-		h["Retry-After"] = retryAfterValue(why.reopens)
+		h["Retry-After"] = retryAfterValue(why.Reopens)
 	}
 	w.WriteHeader(a.status)
 	if r.Method != http.MethodHead {
@@ -350,7 +364,8 @@ func (fh *fallbackHandler) serve(w http.ResponseWriter, r *http.Request, why rea
 	return a.status
 }
 
-// isGRPC reports whether r is a gRPC call.
-func isGRPC(r *http.Request) bool {
+// IsGRPC reports whether r is a gRPC call (HTTP/2, Content-Type
+// application/grpc*), which gets the trailers-only answer.
+func IsGRPC(r *http.Request) bool {
 	return r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc")
 }

@@ -1,4 +1,4 @@
-package proxy
+package fallback
 
 import (
 	"net/http"
@@ -13,19 +13,19 @@ import (
 
 // TestFallbackBuiltOnFirstUse: a new fallback holds no answer; goroutines
 // that ask for the same new answer at once all get one answer, equal to
-// the one built for that reason; the caller's Fallback may change after
+// the one built for that reason; the caller's Response may change after
 // without changing the answers.
 func TestFallbackBuiltOnFirstUse(t *testing.T) {
-	f := Fallback{Header: http.Header{"X-Fallback": {"1"}}, Body: []byte("busy"), BodySet: true}
+	f := Response{Header: http.Header{"X-Fallback": {"1"}}, Body: []byte("busy"), BodySet: true}
 	settings := limiter.Settings{Policy: limiter.Policy{DelayTime: 3 * time.Second}}
-	fh := newFallbackHandler("orders", f, settings)
+	fh := New("orders", f, settings)
 	if fh.answers.Load() != nil {
 		t.Fatal("answers made before their first use")
 	}
 	f.Header.Set("X-Fallback", "changed")
 	f.Body[0] = 'B'
 
-	for _, why := range []reason{{}, {strategy: limiter.Visit}, {strategy: limiter.Visit, delay: true}, {strategy: limiter.ExceptionRate, delay: true}, {strategy: limiter.Visit, sheddable: true}} {
+	for _, why := range []Reason{{}, {Strategy: limiter.Visit}, {Strategy: limiter.Visit, Delay: true}, {Strategy: limiter.ExceptionRate, Delay: true}, {Strategy: limiter.Visit, Sheddable: true}} {
 		const n = 8
 		got := make([]*answer, n)
 		var wg sync.WaitGroup
@@ -38,12 +38,12 @@ func TestFallbackBuiltOnFirstUse(t *testing.T) {
 				t.Fatalf("%+v: goroutine %d got another answer than goroutine 0", why, i)
 			}
 		}
-		want := buildAnswer("orders", Fallback{Header: http.Header{"X-Fallback": {"1"}}, Body: []byte("busy"), BodySet: true}, newRetryAfter(settings), why)
+		want := buildAnswer("orders", Response{Header: http.Header{"X-Fallback": {"1"}}, Body: []byte("busy"), BodySet: true}, newRetryAfter(settings), why)
 		if !reflect.DeepEqual(*got[0], want) {
 			t.Errorf("%+v: got %+v, want %+v", why, *got[0], want)
 		}
 	}
-	if a, b := fh.answer(reason{delay: true}), fh.answer(reason{}); a != b {
+	if a, b := fh.answer(Reason{Delay: true}), fh.answer(Reason{}); a != b {
 		t.Error("upstream_error with delay set: got another answer than upstream_error")
 	}
 }
@@ -53,8 +53,8 @@ func TestFallbackBuiltOnFirstUse(t *testing.T) {
 // points it was 704 bytes each, 7 MiB, when it held the point's settings
 // and its answers' slots.
 func TestFallbackSize(t *testing.T) {
-	var fh *fallbackHandler
-	allocs := testing.AllocsPerRun(10, func() { fh = newFallbackHandler("orders", Fallback{}, limiter.Settings{}) })
+	var fh *Handler
+	allocs := testing.AllocsPerRun(10, func() { fh = New("orders", Response{}, limiter.Settings{}) })
 	if size := unsafe.Sizeof(*fh); allocs != 1 || size > 144 {
 		t.Errorf("got %.0f allocations of %d bytes, want 1 of at most 144", allocs, size)
 	}

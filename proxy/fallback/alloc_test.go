@@ -1,4 +1,4 @@
-package proxy
+package fallback
 
 import (
 	"net/http"
@@ -18,22 +18,22 @@ func (w *discardWriter) WriteHeader(int)             {}
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 
 // TestFallbackAllocs: serving a prebuilt answer allocates nothing, for
-// every reason (a strategy, its delay, upstream_error) and every form
+// every Reason (a strategy, its delay, upstream_error) and every form
 // (HTTP, HEAD, gRPC), a delay's own Retry-After included.
 func TestFallbackAllocs(t *testing.T) {
-	fh := newFallbackHandler("orders", Fallback{}, limiter.Settings{})
+	fh := New("orders", Response{}, limiter.Settings{})
 	get := httptest.NewRequest(http.MethodGet, "/api/orders", nil)
 	head := httptest.NewRequest(http.MethodHead, "/api/orders", nil)
 	grpc := httptest.NewRequest(http.MethodPost, "/orders.v1.Orders/Create", nil)
 	grpc.Header.Set("Content-Type", "application/grpc")
 	grpc.ProtoMajor = 2
 	w := &discardWriter{h: make(http.Header)}
-	for _, why := range []reason{{}, {strategy: limiter.Visit}, {strategy: limiter.Exception, delay: true}, {strategy: limiter.Visit, sheddable: true},
-		{strategy: limiter.Exception, delay: true, reopens: 1500 * time.Millisecond}, {strategy: limiter.Exception, delay: true, reopens: maxSharedRetryAfter * time.Second}} {
+	for _, why := range []Reason{{}, {Strategy: limiter.Visit}, {Strategy: limiter.Exception, Delay: true}, {Strategy: limiter.Visit, Sheddable: true},
+		{Strategy: limiter.Exception, Delay: true, Reopens: 1500 * time.Millisecond}, {Strategy: limiter.Exception, Delay: true, Reopens: maxSharedRetryAfter * time.Second}} {
 		for _, r := range []*http.Request{get, head, grpc} {
 			allocs := testing.AllocsPerRun(100, func() {
 				clear(w.h)
-				fh.serve(w, r, why)
+				fh.Serve(w, r, why)
 			})
 			if allocs != 0 {
 				t.Errorf("%+v, %s %s: got %v allocs, want 0", why, r.Method, r.Header.Get("Content-Type"), allocs)
@@ -43,23 +43,23 @@ func TestFallbackAllocs(t *testing.T) {
 }
 
 // TestRetryAfterNotKept: a delay's Retry-After is the request's own: the
-// answer kept for the reason holds none, each request gets its own value,
+// answer kept for the Reason holds none, each request gets its own value,
 // and changing one response's headers changes no other's.
 func TestRetryAfterNotKept(t *testing.T) {
-	fh := newFallbackHandler("orders", Fallback{}, limiter.Settings{})
+	fh := New("orders", Response{}, limiter.Settings{})
 	get := httptest.NewRequest(http.MethodGet, "/api/orders", nil)
 	for _, tt := range []struct {
 		reopens time.Duration
 		want    string
 	}{{0, "1"}, {1500 * time.Millisecond, "2"}, {time.Second, "1"}, {maxSharedRetryAfter * time.Second, "600"}, {maxSharedRetryAfter*time.Second + 1, "601"}} {
 		w := &discardWriter{h: make(http.Header)}
-		fh.serve(w, get, reason{strategy: limiter.Exception, delay: true, reopens: tt.reopens})
+		fh.Serve(w, get, Reason{Strategy: limiter.Exception, Delay: true, Reopens: tt.reopens})
 		if got := w.h.Values("Retry-After"); len(got) != 1 || got[0] != tt.want {
 			t.Errorf("reopens %v: Retry-After got %q, want %q", tt.reopens, got, tt.want)
 		}
 		w.h["Retry-After"] = append(w.h["Retry-After"], "x") // a handler after us adding a value
 	}
-	if got := fh.answer(reason{strategy: limiter.Exception, delay: true}).header.Values("Retry-After"); len(got) != 0 {
+	if got := fh.answer(Reason{Strategy: limiter.Exception, Delay: true}).header.Values("Retry-After"); len(got) != 0 {
 		t.Errorf("the kept answer: Retry-After got %q, want none", got)
 	}
 	if got := retryAfterValue(time.Second); len(got) != 1 || got[0] != "1" || cap(got) != 1 {

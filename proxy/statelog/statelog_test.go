@@ -1,4 +1,4 @@
-package proxy
+package statelog
 
 import (
 	"testing"
@@ -10,18 +10,17 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
-// TestStateLog: a point's state change of one kind writes at most one line
-// and strategy per StateLogEvery; the changes held back are counted in the next line,
-// or in flush's once StateLogEvery has passed; kinds and points are
-// throttled apart.
-func TestStateLog(t *testing.T) {
+// TestLog: a point's state change of one kind writes at most one line per
+// strategy and Every; the changes held back are counted in the next line,
+// or in Flush's once Every has passed; kinds and points are throttled
+// apart.
+func TestLog(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	log := zap.New(core)
-	var sl stateLog
+	sl := New(zap.New(core), nil)
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	trip := func(point string, d time.Duration) {
-		sl.write(log, stateKey{point, changeTripped, limiter.TokenBucket}, at(d), true, "point tripped", zap.String("point", point))
+		sl.write(key{point, tripped, limiter.TokenBucket}, at(d), true, "point tripped", zap.String("point", point))
 	}
 	lines := func() []observer.LoggedEntry { return logs.TakeAll() }
 	repeats := func(e observer.LoggedEntry) int64 {
@@ -35,8 +34,8 @@ func TestStateLog(t *testing.T) {
 	for i := range 5 {
 		trip("a", time.Duration(i+1)*time.Millisecond)
 	}
-	sl.write(log, stateKey{point: "a", kind: changeRecovered}, at(3*time.Millisecond), false, "point recovered", zap.String("point", "a"))
-	sl.write(log, stateKey{"a", changeTripped, limiter.Visit}, at(3*time.Millisecond), true, "point tripped", zap.String("point", "a"))
+	sl.write(key{point: "a", kind: recovered}, at(3*time.Millisecond), false, "point recovered", zap.String("point", "a"))
+	sl.write(key{"a", tripped, limiter.Visit}, at(3*time.Millisecond), true, "point tripped", zap.String("point", "a"))
 	trip("b", 4*time.Millisecond)
 	got := lines()
 	if len(got) != 4 || got[0].Message != "point tripped" || repeats(got[0]) != 0 ||
@@ -44,21 +43,21 @@ func TestStateLog(t *testing.T) {
 		t.Fatalf("in the first second: got %v, want a's first trip, a's recovery, a's trip by another strategy and b's trip, no repeats", got)
 	}
 
-	sl.flush(log, at(StateLogEvery-time.Nanosecond))
+	sl.Flush(at(Every - time.Nanosecond))
 	if got := lines(); len(got) != 0 {
-		t.Fatalf("flush before StateLogEvery: got %v, want nothing", got)
+		t.Fatalf("flush before Every: got %v, want nothing", got)
 	}
-	trip("a", StateLogEvery) // a second after a's last line: written, with the 5 held
+	trip("a", Every) // a second after a's last line: written, with the 5 held
 	if got := lines(); len(got) != 1 || repeats(got[0]) != 5 || got[0].Level != zap.WarnLevel {
 		t.Fatalf("a second on: got %v, want one warning with repeats 5", got)
 	}
 
-	trip("a", StateLogEvery+time.Millisecond) // held
-	sl.flush(log, at(2*StateLogEvery))
+	trip("a", Every+time.Millisecond) // held
+	sl.Flush(at(2 * Every))
 	if got := lines(); len(got) != 1 || repeats(got[0]) != 1 {
 		t.Fatalf("flush a second after a held trip: got %v, want one line with repeats 1", got)
 	}
-	sl.flush(log, at(10*StateLogEvery))
+	sl.Flush(at(10 * Every))
 	if got := lines(); len(got) != 0 {
 		t.Fatalf("flush with nothing held: got %v, want nothing", got)
 	}
