@@ -387,23 +387,12 @@ func lineMutations(base string, full bool) []goldenCase {
 				with("indent", " "+line)
 			}
 		}
-		var values []string
-		switch {
-		case value == "":
+		if value == "" {
 			replaceBlock("scalar", set("5"))
 			replaceBlock("list", set("[a, b]"))
 			replaceBlock("empty", set("{}"))
-		case strings.HasPrefix(value, "["):
-			values = []string{"{a: b}", "GET", "[]", "[[a], 7]"}
-		case regexp.MustCompile(`^-?[0-9]+$`).MatchString(value):
-			values = []string{`"12"`, "-5", "0", "101", "99999999999999999999", "1.5"}
-		case regexp.MustCompile(`^[0-9]+(ms|s|m|h)$`).MatchString(value):
-			values = []string{"10", "-2s", "0", "5 seconds", "10000h"}
-		case value == "true" || value == "false":
-			values = []string{"yes", `"true"`}
-		default:
-			values = []string{`""`, "[a, b]", "12", "/x.json"}
 		}
+		values := wrongValues(value)
 		names := strings.NewReplacer(`"`, "q", ",", "", "-", "minus", ".", "dot", "[", "list", "]", "", "{", "map", "}", "", ":", "", " ", "-", "/", "slash")
 		for _, v := range values {
 			with("value-"+names.Replace(v), set(v))
@@ -412,10 +401,22 @@ func lineMutations(base string, full bool) []goldenCase {
 	return out
 }
 
-// lineRest returns what follows the key's colon on line.
-func lineRest(line string, m []string) string {
-	head := m[1] + m[2] + m[3] + ":"
-	return strings.TrimPrefix(line, head)
+// wrongValues returns values of another type, or out of range, for a key
+// whose value is value.
+func wrongValues(value string) []string {
+	switch {
+	case value == "":
+		return nil
+	case strings.HasPrefix(value, "["):
+		return []string{"{a: b}", "GET", "[]", "[[a], 7]"}
+	case regexp.MustCompile(`^-?[0-9]+$`).MatchString(value):
+		return []string{`"12"`, "-5", "0", "101", "99999999999999999999", "1.5"}
+	case regexp.MustCompile(`^[0-9]+(ms|s|m|h)$`).MatchString(value):
+		return []string{"10", "-2s", "0", "5 seconds", "10000h"}
+	case value == "true" || value == "false":
+		return []string{"yes", `"true"`}
+	}
+	return []string{`""`, "[a, b]", "12", "/x.json"}
 }
 
 // indentOf returns the number of spaces before the first other character
@@ -431,18 +432,31 @@ func indentOf(line string) int {
 	return len(line) - len(trimmed)
 }
 
+// goldenHead starts a config with one route and one point, p, whose
+// settings follow (onePoint).
+const goldenHead = "upstream: http://127.0.0.1:9000\nroutes:\n  - point: p\n    match: {pathPrefix: /p}\npoints:\n  p:\n"
+
+// onePoint returns goldenHead with the settings of p, one a line.
+func onePoint(settings ...string) string {
+	var b strings.Builder
+	b.WriteString(goldenHead)
+	for _, s := range settings {
+		b.WriteString("    " + s + "\n")
+	}
+	return b.String()
+}
+
 // wholeFiles returns the cases about the file as a whole: its shape, its
 // documents, and the rules between keys and between points and routes.
 func wholeFiles(example string) []goldenCase {
-	const head = "upstream: http://127.0.0.1:9000\nroutes:\n  - point: p\n    match: {pathPrefix: /p}\npoints:\n  p:\n"
-	point := func(settings ...string) string {
-		var b strings.Builder
-		b.WriteString(head)
-		for _, s := range settings {
-			b.WriteString("    " + s + "\n")
-		}
-		return b.String()
-	}
+	return slices.Concat(shapeCases(example), fileCases(), pointCases())
+}
+
+// shapeCases are files of the wrong shape: empty, several documents,
+// broken YAML, keys that are not names.
+func shapeCases(example string) []goldenCase {
+	const head = goldenHead
+	point := onePoint
 	return []goldenCase{
 		{"file-empty", ""},
 		{"file-comments-only", "# nothing here\n"},
@@ -464,6 +478,13 @@ func wholeFiles(example string) []goldenCase {
 		{"file-anchored-point", "upstream: http://127.0.0.1:9000\nroutes:\n  - {point: p, match: {path: /p}}\n  - {point: q, match: {}}\npoints:\n  p: &s {visitThreshold: 1}\n  q: *s\n"},
 		{"file-key-list", "[a]: 1\nupstream: http://127.0.0.1:9000\n"},
 		{"file-key-null", "~: 1\nupstream: http://127.0.0.1:9000\n"},
+	}
+}
+
+// fileCases are the rules of the top level, routes, TLS and addresses.
+func fileCases() []goldenCase {
+	point := onePoint
+	return []goldenCase{
 		{"file-no-upstream", "routes: []\npoints: {}\n"},
 		{"file-no-points", "upstream: http://127.0.0.1:9000\n"},
 		{"file-route-no-point", "upstream: http://127.0.0.1:9000\nroutes:\n  - match: {}\n"},
@@ -494,6 +515,13 @@ func wholeFiles(example string) []goldenCase {
 		{"file-upstream-no-host", "upstream: http://\npoints: {}\n"},
 		{"file-listen-bad", "listen: nowhere\nadmin: 0.0.0.0:99999\n" + point("visitThreshold: 1")},
 		{"file-listen-same-as-admin", "listen: 0.0.0.0:8080\nadmin: 0.0.0.0:8080\n" + point("visitThreshold: 1")},
+	}
+}
+
+// pointCases are the rules of a point's keys, alone and together.
+func pointCases() []goldenCase {
+	point := onePoint
+	return []goldenCase{
 		{"file-window-uneven", "window: 10s\nbuckets: 3\n" + point("visitThreshold: 1")},
 		{"file-window-tiny-buckets", "window: 5ms\nbuckets: 10\n" + point("visitThreshold: 1")},
 		{"file-buckets-too-many", "buckets: 100000\n" + point("visitThreshold: 1")},

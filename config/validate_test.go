@@ -72,26 +72,44 @@ func TestDecodeProblems(t *testing.T) {
 	}
 }
 
-// TestValidateProblems covers each rule of validation, with the position
-// it reports. Rows that must pass have no wants.
-func TestValidateProblems(t *testing.T) {
-	top := func(lines string) string { return lines + "\n" + valid + "    visitThreshold: 1\n" }
-	route := func(match string) string {
-		return strings.Replace(valid, "match: {}", "match: "+match, 1) + "    visitThreshold: 1\n"
+// problemCase is a config and the problems validation reports in it, as
+// LINE:COL: message prefixes.
+type problemCase struct {
+	name string
+	src  string
+	want []string
+}
+
+// checkProblemCases parses each case's config and checks its problems.
+func checkProblemCases(t *testing.T, tests []problemCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkProblems(t, problemsOf(t, tt.src, Options{}), tt.want)
+		})
 	}
-	tests := []struct {
-		name string
-		src  string
-		want []string
-	}{
+}
+
+// topLines returns valid with lines before it at the top level.
+func topLines(lines string) string { return lines + "\n" + valid + "    visitThreshold: 1\n" }
+
+// routeMatch returns valid with its route's match replaced.
+func routeMatch(match string) string {
+	return strings.Replace(valid, "match: {}", "match: "+match, 1) + "    visitThreshold: 1\n"
+}
+
+// TestValidateProblems: each problem of the top level is reported at its
+// line and column, with what to write instead.
+func TestValidateProblems(t *testing.T) {
+	checkProblemCases(t, []problemCase{
 		// Addresses.
-		{"listen without port", top("listen: 0.0.0.0"), []string{`1:9: listen: "0.0.0.0" is not a host:port address; write it as 0.0.0.0:8080`}},
-		{"listen port too big", top("listen: :70000"), []string{`1:9: listen: port "70000" is not a number from 0 to 65535`}},
-		{"listen bad host", top("listen: 'a b:80'"), []string{`1:9: listen: host "a b" is neither an IP address nor a host name`}},
-		{"listen port 0", top("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0"), nil},
-		{"listen ipv6", top("listen: '[::1]:8080'"), nil},
-		{"admin on listen's port", top("listen: :8080\nadmin: 127.0.0.1:8080"), []string{"2:8: admin: 127.0.0.1:8080 is the same port as listen :8080"}},
-		{"admin bad", top("admin: localhost"), []string{`1:8: admin: "localhost" is not a host:port address; write it as 0.0.0.0:9901`}},
+		{"listen without port", topLines("listen: 0.0.0.0"), []string{`1:9: listen: "0.0.0.0" is not a host:port address; write it as 0.0.0.0:8080`}},
+		{"listen port too big", topLines("listen: :70000"), []string{`1:9: listen: port "70000" is not a number from 0 to 65535`}},
+		{"listen bad host", topLines("listen: 'a b:80'"), []string{`1:9: listen: host "a b" is neither an IP address nor a host name`}},
+		{"listen port 0", topLines("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0"), nil},
+		{"listen ipv6", topLines("listen: '[::1]:8080'"), nil},
+		{"admin on listen's port", topLines("listen: :8080\nadmin: 127.0.0.1:8080"), []string{"2:8: admin: 127.0.0.1:8080 is the same port as listen :8080"}},
+		{"admin bad", topLines("admin: localhost"), []string{`1:8: admin: "localhost" is not a host:port address; write it as 0.0.0.0:9901`}},
 		// Upstream.
 		{"upstream without scheme", strings.Replace(valid, "http://127.0.0.1:9000", "127.0.0.1:9000", 1) + "    visitThreshold: 1\n", []string{`1:11: upstream: "127.0.0.1:9000" has no scheme; write http://127.0.0.1:9000`}},
 		{"upstream bad scheme", strings.Replace(valid, "http://", "grpc://", 1) + "    visitThreshold: 1\n", []string{`1:11: upstream: scheme "grpc" is not supported`}},
@@ -104,44 +122,50 @@ func TestValidateProblems(t *testing.T) {
 		{"upstream https and h2c", strings.Replace(valid, "http://127.0.0.1:9000", "h2c://svc:50051", 1) + "    visitThreshold: 1\n", nil},
 		{"upstream empty", strings.Replace(valid, "http://127.0.0.1:9000", "''", 1) + "    visitThreshold: 1\n", []string{"1:11: upstream is required"}},
 		// Window.
-		{"window uneven", top("window: 10s\nbuckets: 3"), []string{"2:10: window 10s does not split evenly into 3 buckets"}},
-		{"window uneven, default buckets", top("window: 10001ns"), []string{"1:9: window 10.001µs does not split evenly into 10 buckets"}},
-		{"bucket too narrow", top("window: 5ms"), []string{"1:9: window 5ms split into 10 buckets gives buckets of 500µs; a bucket is at least 1ms"}},
-		{"window zero", top("window: 0"), []string{"1:9: window: 0s is not a positive duration"}},
-		{"buckets zero", top("buckets: 0"), []string{"1:10: buckets: 0 is not a count from 1 to 1000"}},
-		{"buckets huge", top("buckets: 100000"), []string{"1:10: buckets: 100000 is not a count from 1 to 1000"}},
-		{"window in milliseconds", top("window: 60000\nbuckets: 60"), nil},
+		{"window uneven", topLines("window: 10s\nbuckets: 3"), []string{"2:10: window 10s does not split evenly into 3 buckets"}},
+		{"window uneven, default buckets", topLines("window: 10001ns"), []string{"1:9: window 10.001µs does not split evenly into 10 buckets"}},
+		{"bucket too narrow", topLines("window: 5ms"), []string{"1:9: window 5ms split into 10 buckets gives buckets of 500µs; a bucket is at least 1ms"}},
+		{"window zero", topLines("window: 0"), []string{"1:9: window: 0s is not a positive duration"}},
+		{"buckets zero", topLines("buckets: 0"), []string{"1:10: buckets: 0 is not a count from 1 to 1000"}},
+		{"buckets huge", topLines("buckets: 100000"), []string{"1:10: buckets: 100000 is not a count from 1 to 1000"}},
+		{"window in milliseconds", topLines("window: 60000\nbuckets: 60"), nil},
 		// Other top-level settings.
-		{"drainTimeout negative", top("drainTimeout: -1s"), []string{"1:15: drainTimeout: -1s is negative"}},
-		{"drainTimeout zero", top("drainTimeout: 0"), nil},
-		{"maxConnections zero", top("maxConnections: 0"), []string{"1:17: maxConnections: 0 is not a count from 1 to 1000000"}},
-		{"maxConnections negative", top("maxConnections: -1"), []string{"1:17: maxConnections: -1 is not a count from 1 to 1000000"}},
-		{"maxConnections one", top("maxConnections: 1"), nil},
-		{"maxConnections at its bound", top("maxConnections: 1000000"), nil},
-		{"maxConnections over its bound", top("maxConnections: 1000001"), []string{"1:17: maxConnections: 1000001 is not a count from 1 to 1000000"}},
-		{"maxConnections not a number", top("maxConnections: lots"), []string{"1:17: maxConnections: want an integer"}},
-		{"pressureTestHeader not a name", top("pressureTestHeader: 'X Test'"), []string{`1:21: pressureTestHeader: "X Test" is not a header name`}},
-		{"pressureTestHeader empty", top("pressureTestHeader: ''"), []string{"1:21: pressureTestHeader is empty"}},
+		{"drainTimeout negative", topLines("drainTimeout: -1s"), []string{"1:15: drainTimeout: -1s is negative"}},
+		{"drainTimeout zero", topLines("drainTimeout: 0"), nil},
+		{"maxConnections zero", topLines("maxConnections: 0"), []string{"1:17: maxConnections: 0 is not a count from 1 to 1000000"}},
+		{"maxConnections negative", topLines("maxConnections: -1"), []string{"1:17: maxConnections: -1 is not a count from 1 to 1000000"}},
+		{"maxConnections one", topLines("maxConnections: 1"), nil},
+		{"maxConnections at its bound", topLines("maxConnections: 1000000"), nil},
+		{"maxConnections over its bound", topLines("maxConnections: 1000001"), []string{"1:17: maxConnections: 1000001 is not a count from 1 to 1000000"}},
+		{"maxConnections not a number", topLines("maxConnections: lots"), []string{"1:17: maxConnections: want an integer"}},
+		{"pressureTestHeader not a name", topLines("pressureTestHeader: 'X Test'"), []string{`1:21: pressureTestHeader: "X Test" is not a header name`}},
+		{"pressureTestHeader empty", topLines("pressureTestHeader: ''"), []string{"1:21: pressureTestHeader is empty"}},
 		{"pressureTestDowngrade without header", withPoint("visitThreshold: 1\npressureTestDowngrade: true"), []string{"8:5: pressureTestDowngrade is true but pressureTestHeader is not set at the top level"}},
 		{"pressureTestDowngrade with header", "pressureTestHeader: X-Test\n" + withPoint("pressureTestDowngrade: true"), nil},
+	})
+}
+
+// TestValidateProblemsRoutes: the problems of TLS and of routes.
+func TestValidateProblemsRoutes(t *testing.T) {
+	checkProblemCases(t, []problemCase{
 		// TLS.
-		{"tls empty", top("tls: {}"), nil},
-		{"certFile without keyFile", top("tls: {certFile: validate_test.go}"), []string{"1:7: tls.certFile is set but tls.keyFile is not"}},
-		{"keyFile without certFile", top("tls: {keyFile: validate_test.go}"), []string{"1:7: tls.keyFile is set but tls.certFile is not"}},
-		{"cert missing", top("tls: {certFile: nope.pem, keyFile: nope.key}"), []string{
+		{"tls empty", topLines("tls: {}"), nil},
+		{"certFile without keyFile", topLines("tls: {certFile: validate_test.go}"), []string{"1:7: tls.certFile is set but tls.keyFile is not"}},
+		{"keyFile without certFile", topLines("tls: {keyFile: validate_test.go}"), []string{"1:7: tls.keyFile is set but tls.certFile is not"}},
+		{"cert missing", topLines("tls: {certFile: nope.pem, keyFile: nope.key}"), []string{
 			"1:17: tls.certFile: nope.pem does not exist",
 			"1:36: tls.keyFile: nope.key does not exist",
 		}},
-		{"cert and acme", top("tls:\n  certFile: validate_test.go\n  keyFile: validate_test.go\n  acme: {domains: [a.example]}"), []string{"4:3: tls: give either certFile and keyFile or acme, not both"}},
-		{"acme without domains", top("tls: {acme: {email: a@b.example}}"), []string{"1:7: tls.acme has no domains"}},
-		{"acme bad domains", top("tls: {acme: {domains: ['*.a.example', 'a b', shop.example], email: nobody, ca: ftp://x}}"), []string{
+		{"cert and acme", topLines("tls:\n  certFile: validate_test.go\n  keyFile: validate_test.go\n  acme: {domains: [a.example]}"), []string{"4:3: tls: give either certFile and keyFile or acme, not both"}},
+		{"acme without domains", topLines("tls: {acme: {email: a@b.example}}"), []string{"1:7: tls.acme has no domains"}},
+		{"acme bad domains", topLines("tls: {acme: {domains: ['*.a.example', 'a b', shop.example], email: nobody, ca: ftp://x}}"), []string{
 			`1:24: tls.acme.domains: "*.a.example" is a wildcard`,
 			`1:39: tls.acme.domains: "a b" is not a host name`,
 			`1:68: tls.acme.email: "nobody" is not an email address`,
 			`1:80: tls.acme.ca: "ftp://x" is not the URL of an ACME directory`,
 		}},
-		{"h2c with tls", top("h2c: true\ntls: {acme: {domains: [a.example]}}"), []string{"1:6: h2c: true has no effect with tls"}},
-		{"h2c alone", top("h2c: true"), nil},
+		{"h2c with tls", topLines("h2c: true\ntls: {acme: {domains: [a.example]}}"), []string{"1:6: h2c: true has no effect with tls"}},
+		{"h2c alone", topLines("h2c: true"), nil},
 		// Routes.
 		{"route without point", strings.Replace(valid, "    match: {}\n", "    match: {path: /a}\n  - match: {path: /b}\n", 1) + "    visitThreshold: 1\n", []string{"5:5: route 2 has no point; add point: and name one of: p"}},
 		{"route without match", strings.Replace(valid, "    match: {}\n", "", 1) + "    visitThreshold: 1\n", []string{"3:5: route 1 has no match; write match: {} to match every request"}},
@@ -154,34 +178,34 @@ func TestValidateProblems(t *testing.T) {
 			`6:3: point "p" is not named by any route`,
 		}},
 		{"route unknown point, no points", "upstream: http://a:1\nroutes: [{point: x, match: {}}]\n", []string{`2:18: route 1: point "x" is not defined under points:`}},
-		{"bad methods", route("{methods: [GET, get, 'GE T', GET]}"), []string{
+		{"bad methods", routeMatch("{methods: [GET, get, 'GE T', GET]}"), []string{
 			`4:28: route 1: method "get" is not upper case, and methods are case-sensitive; write GET`,
 			`4:33: route 1: "GE T" is not an HTTP method`,
 			`4:41: route 1: method GET is listed twice`,
 		}},
-		{"empty methods", route("{methods: []}"), []string{"4:22: route 1: methods is empty, which would match any method"}},
-		{"path and prefix", route("{path: /a, pathPrefix: /a}"), []string{"4:23: route 1: give path (exact) or pathPrefix, not both"}},
-		{"path without slash", route("{path: api}"), []string{`4:19: route 1: path "api" does not start with /; write /api`}},
-		{"prefix with query", route("{pathPrefix: '/a?b'}"), []string{`4:25: route 1: pathPrefix "/a?b" contains ? or #`}},
-		{"path with space", route("{path: '/a b'}"), []string{`4:19: route 1: path "/a b" contains a space or control character`}},
-		{"path with encoded slash", route("{path: '/a%2Fb'}"), []string{`4:19: route 1: path "/a%2Fb" contains an encoded slash (%2F), so no request could match it: the proxy answers such a request 400 before routing; write / to match a path separator`}},
-		{"prefix with encoded slash, lower case", route("{pathPrefix: '/a%2fb'}"), []string{`4:25: route 1: pathPrefix "/a%2fb" contains an encoded slash (%2f)`}},
-		{"path with backslash", route(`{path: '/a\b'}`), []string{`4:19: route 1: path "/a\\b" contains a backslash, so no request could match it`}},
-		{"path with encoded backslash", route("{path: '/a%5cb'}"), []string{`4:19: route 1: path "/a%5cb" contains an encoded backslash (%5c)`}},
-		{"path with invalid escape", route("{path: '/a%zz'}"), []string{`4:19: route 1: path "/a%zz" has an invalid escape "%zz": % must be followed by two hexadecimal digits; write %25 for a % itself`}},
-		{"path with cut escape", route("{pathPrefix: '/a%2'}"), []string{`4:25: route 1: pathPrefix "/a%2" has an invalid escape "%2"`}},
-		{"path ending in %", route("{path: '/a%'}"), []string{`4:19: route 1: path "/a%" has an invalid escape "%"`}},
-		{"path escaped", route("{path: '/a%20b'}"), nil},
-		{"path escaped unreserved", route("{path: '/%7euser/%2e%2E/x'}"), nil},
-		{"path with dot segments and slashes", route("{pathPrefix: '//x/./../api//'}"), nil},
-		{"path with an escaped percent", route("{path: '/100%25'}"), nil},
-		{"host with scheme", route("{host: 'http://a'}"), []string{`4:19: route 1: host "http://a" is not a host name`}},
-		{"host with port", route("{host: 'shop.example:8443'}"), nil},
-		{"host IPv6", route("{host: '[::1]'}"), nil},
-		{"host IPv6 without brackets", route("{host: '::1'}"), nil},
-		{"host IPv6 with port", route("{host: '[::1]:8080'}"), nil},
-		{"host with trailing dot", route("{host: 'shop.example.'}"), nil},
-		{"host empty", route("{host: ''}"), []string{"4:19: route 1: host is empty"}},
+		{"empty methods", routeMatch("{methods: []}"), []string{"4:22: route 1: methods is empty, which would match any method"}},
+		{"path and prefix", routeMatch("{path: /a, pathPrefix: /a}"), []string{"4:23: route 1: give path (exact) or pathPrefix, not both"}},
+		{"path without slash", routeMatch("{path: api}"), []string{`4:19: route 1: path "api" does not start with /; write /api`}},
+		{"prefix with query", routeMatch("{pathPrefix: '/a?b'}"), []string{`4:25: route 1: pathPrefix "/a?b" contains ? or #`}},
+		{"path with space", routeMatch("{path: '/a b'}"), []string{`4:19: route 1: path "/a b" contains a space or control character`}},
+		{"path with encoded slash", routeMatch("{path: '/a%2Fb'}"), []string{`4:19: route 1: path "/a%2Fb" contains an encoded slash (%2F), so no request could match it: the proxy answers such a request 400 before routing; write / to match a path separator`}},
+		{"prefix with encoded slash, lower case", routeMatch("{pathPrefix: '/a%2fb'}"), []string{`4:25: route 1: pathPrefix "/a%2fb" contains an encoded slash (%2f)`}},
+		{"path with backslash", routeMatch(`{path: '/a\b'}`), []string{`4:19: route 1: path "/a\\b" contains a backslash, so no request could match it`}},
+		{"path with encoded backslash", routeMatch("{path: '/a%5cb'}"), []string{`4:19: route 1: path "/a%5cb" contains an encoded backslash (%5c)`}},
+		{"path with invalid escape", routeMatch("{path: '/a%zz'}"), []string{`4:19: route 1: path "/a%zz" has an invalid escape "%zz": % must be followed by two hexadecimal digits; write %25 for a % itself`}},
+		{"path with cut escape", routeMatch("{pathPrefix: '/a%2'}"), []string{`4:25: route 1: pathPrefix "/a%2" has an invalid escape "%2"`}},
+		{"path ending in %", routeMatch("{path: '/a%'}"), []string{`4:19: route 1: path "/a%" has an invalid escape "%"`}},
+		{"path escaped", routeMatch("{path: '/a%20b'}"), nil},
+		{"path escaped unreserved", routeMatch("{path: '/%7euser/%2e%2E/x'}"), nil},
+		{"path with dot segments and slashes", routeMatch("{pathPrefix: '//x/./../api//'}"), nil},
+		{"path with an escaped percent", routeMatch("{path: '/100%25'}"), nil},
+		{"host with scheme", routeMatch("{host: 'http://a'}"), []string{`4:19: route 1: host "http://a" is not a host name`}},
+		{"host with port", routeMatch("{host: 'shop.example:8443'}"), nil},
+		{"host IPv6", routeMatch("{host: '[::1]'}"), nil},
+		{"host IPv6 without brackets", routeMatch("{host: '::1'}"), nil},
+		{"host IPv6 with port", routeMatch("{host: '[::1]:8080'}"), nil},
+		{"host with trailing dot", routeMatch("{host: 'shop.example.'}"), nil},
+		{"host empty", routeMatch("{host: ''}"), []string{"4:19: route 1: host is empty"}},
 		{"route after catch-all", strings.Replace(valid, "    match: {}\n", "    match: {}\n  - point: p\n    match: {path: /x}\n", 1) + "    visitThreshold: 1\n", []string{"5:5: route 2 can never match: route 1 (line 3) matches every request it would"}},
 		{"route after wider prefix", strings.Replace(valid, "    match: {}\n", "    match: {pathPrefix: /api}\n  - point: p\n    match: {methods: [GET], pathPrefix: /api/orders}\n", 1) + "    visitThreshold: 1\n", []string{"5:5: route 2 can never match: route 1 (line 3)"}},
 		{"route after narrower prefix", strings.Replace(valid, "    match: {}\n", "    match: {pathPrefix: /api/orders}\n  - point: p\n    match: {pathPrefix: /api}\n", 1) + "    visitThreshold: 1\n", nil},
@@ -190,6 +214,13 @@ func TestValidateProblems(t *testing.T) {
 		{"route after a prefix, spelt with dot segments", strings.Replace(valid, "    match: {}\n", "    match: {pathPrefix: /api}\n  - point: p\n    match: {path: /api/../x}\n", 1) + "    visitThreshold: 1\n", nil},
 		{"route after a prefix, spelt escaped", strings.Replace(valid, "    match: {}\n", "    match: {pathPrefix: /api}\n  - point: p\n    match: {path: '/api%2F..'}\n", 1) + "    visitThreshold: 1\n", []string{`6:19: route 2: path "/api%2F.." contains an encoded slash`}},
 		{"route after other host", strings.Replace(valid, "    match: {}\n", "    match: {host: a.example}\n  - point: p\n    match: {}\n", 1) + "    visitThreshold: 1\n", nil},
+	})
+}
+
+// TestValidatePointProblems: the problems of points, their limits and
+// fallbacks, and no problem reported again from a value of the wrong type.
+func TestValidatePointProblems(t *testing.T) {
+	checkProblemCases(t, []problemCase{
 		// Points.
 		{"point not routed", valid + "    visitThreshold: 1\n  q:\n    visitThreshold: 1\n", []string{`8:3: point "q" is not named by any route, so it never sees a request`}},
 		{"point name empty", "upstream: http://a:1\nroutes: [{point: '', match: {}}]\npoints:\n  '':\n    visitThreshold: 1\n", []string{
@@ -260,12 +291,7 @@ func TestValidateProblems(t *testing.T) {
 		// Problems of the wrong type are not judged again.
 		{"no cascade from a bad type", withPoint("timeoutThreshold: x\ntimeoutCountThreshold: 5\ndelayTime: 10s\nfallback: {status: 503}"), []string{"7:23: timeoutThreshold: want a duration"}},
 		{"no cascade from a bad route", strings.Replace(valid, "point: p", "point: [p]", 1) + "    visitThreshold: 1\n", []string{"3:12: point: want a string, got a list"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			checkProblems(t, problemsOf(t, tt.src, Options{}), tt.want)
-		})
-	}
+	})
 }
 
 // TestPairedOffMessages: a setting that needs another, given beside that
