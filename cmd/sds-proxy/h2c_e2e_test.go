@@ -76,13 +76,7 @@ func TestGRPCToHTTP1UpstreamLogged(t *testing.T) {
 	from := e.proxy.stderr.mark()
 	const calls = 20
 	for range calls {
-		req, err := http.NewRequest(http.MethodPost, e.proxy.url+"/grpc", bytes.NewReader([]byte{0, 0, 0, 0, 0}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/grpc")
-		req.Header.Set("Te", "trailers")
-		resp, err := client.Do(req)
+		resp, err := client.Do(grpcRequest(t, e.proxy.url+"/grpc"))
 		if err != nil {
 			t.Fatalf("gRPC call: %v", err)
 		}
@@ -100,4 +94,17 @@ func TestGRPCToHTTP1UpstreamLogged(t *testing.T) {
 	if n := e.proxy.countLog(from, msgIs("gRPC call not forwarded")); n >= calls {
 		t.Errorf("log lines for %d failed calls: got %d, want them throttled", calls, n)
 	}
+}
+
+// grpcRequest is a unary gRPC call to url: one empty message, as a gRPC
+// client sends it.
+func grpcRequest(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte{0, 0, 0, 0, 0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	return req
 }

@@ -46,14 +46,7 @@ func TestH2CGRPC(t *testing.T) {
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	call := func(status string) (*http.Response, []byte) {
 		t.Helper()
-		frame := []byte{0, 0, 0, 0, 0}
-		req, err := http.NewRequest(http.MethodPost, e.proxy.url+"/grpc?grpc-status="+status, bytes.NewReader(frame))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/grpc")
-		req.Header.Set("Te", "trailers")
-		resp, err := client.Do(req)
+		resp, err := client.Do(grpcRequest(t, e.proxy.url+"/grpc?grpc-status="+status))
 		if err != nil {
 			t.Fatalf("gRPC call through the proxy: %v", err)
 		}
