@@ -430,10 +430,10 @@ func (w *Watcher) building(build func()) {
 // unchanged reports whether the file holds the bytes of the config in
 // force, which read no other file (File.namesOtherFiles): parsing them
 // again would make the config in force again. This spares a parse, the
-// heaviest work of a reload (some 86 MB allocated, and a second config
-// held beside the one in force, for a 1 MiB file of 10,000 points), to
-// each event that leaves the file as it was, the first check of Run among
-// them.
+// heaviest work of a reload (it allocates many times the file's size, and
+// holds a second config beside the one in force: docs/benchmarks.md,
+// "10,000 points in 128 MiB"), to each event that leaves the file as it
+// was, the first check of Run among them.
 func (w *Watcher) unchanged() bool {
 	prev := w.applied.Load()
 	if prev == nil || prev.Raw == nil || prev.namesOtherFiles() {

@@ -92,12 +92,11 @@ func cgroupV1Limit(readFile func(string) ([]byte, error)) (int64, string, error)
 // the config in force. The heap's goal is then the live heap plus a tenth,
 // not twice it: with live L and a second config T held for the reload,
 // the goal is 1.1(L+T) where it was 2(L+T), which stays under the serving
-// proxy's own 2L while T is under 0.8L. At 10,000 points (a 1 MiB file)
-// L is about 43 MiB and T 25-35 MiB for half a second: without a memory
-// limit a reload peaked at 174-192 MiB resident, against 125 MiB for the
-// proxy serving and scraped, and now stays within the latter
-// (docs/benchmarks.md). The reload collects more often for it (about
-// 0.5 s became 0.7 s at 10,000 points); nothing else does.
+// proxy's own 2L while T is under 0.8L, as it is for the configs
+// measured. So a reload stays within the peak of the proxy serving and
+// scraped, where without a memory limit it raised that peak; the reload
+// collects more often for it, and nothing else does (the figures:
+// docs/benchmarks.md, "Figures behind the code's choices").
 const reloadGCPercent = 10
 
 // lowGCDuring runs build with Go's GC percent at reloadGCPercent, or

@@ -294,9 +294,10 @@ func plainText(w http.ResponseWriter, status int, body string) {
 }
 
 // status writes the /status document as it goes: its head, then each
-// point as it is built, through a 64 KiB buffer, so that 10,000 points
-// (10 MB of JSON) never stand in memory at once, as a document, as its
-// points' JSON values or as their snapshots. The bytes are json.Marshal's
+// point as it is built, through a 64 KiB buffer, so that the many points
+// of a large config (megabytes of JSON: docs/benchmarks.md, "Figures
+// behind the code's choices") never stand in memory at once, as a
+// document, as its points' JSON values or as their snapshots. The bytes are json.Marshal's
 // of the whole document and a newline.
 func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	var rs ReloadStatus

@@ -26,7 +26,9 @@ import (
 // EnableOpenMetrics does), with the same bytes promhttp would write.
 //
 // The registry's Gather builds a dto.Metric for every series it reports,
-// which at 10,000 points is some 160,000 of them and 150 MiB per scrape.
+// over a dozen per point, so that a large config's scrape would allocate
+// far more than the proxy holds (docs/benchmarks.md, "Figures behind the
+// code's choices").
 // So Handler gathers reg without the per-point families (Set.exposing)
 // and writes those itself, family by family in name order among the
 // others: chunks of at most chunkSeries series are filled from the
@@ -74,7 +76,7 @@ func (m *Set) Handler(reg prometheus.Gatherer) http.Handler {
 		}
 		defer func() {
 			if cap(s.body) > maxKeptBody {
-				s.body = nil // not kept between scrapes: the upstream times' family of 10,000 points is some 5 MB
+				s.body = nil // not kept between scrapes: a large config's upstream times are megabytes (docs/benchmarks.md)
 			}
 			m.scrapes.Put(s)
 		}()
@@ -125,7 +127,8 @@ const maxKeptBody = 1 << 20
 
 // chunkSeries is the most series a scrape holds as dto.Metric values at
 // once (in the formats Handler writes in chunks: text, OpenMetrics 1.0.0
-// and 0.0.1, delimited protobuf): 512 of about 200 bytes each.
+// and 0.0.1, delimited protobuf): memory bounded whatever the config's
+// size (a dto.Metric's bytes: docs/benchmarks.md).
 const chunkSeries = 512
 
 // scrape is one scrape's state, recycled from scrape to scrape: the
@@ -373,9 +376,10 @@ func (s *scrape) flush() {
 			header := dto.MetricFamily{Name: &s.fam.name, Help: &s.fam.help, Type: &s.fam.typ}
 			if last := int(s.famBytes.Load()); cap(s.body) < last {
 				// Sized at once from the last scrape's message, a sixteenth
-				// more: grown by doubling, the upstream times' 5 MB of
-				// 10,000 points cost 10 MB more in copies, and held up to
-				// 12 MB during the last one.
+				// more: grown by doubling, the largest family cost twice
+				// its size again in copies, and held more than its size
+				// during the last one (docs/benchmarks.md, "10,000 points
+				// in 128 MiB").
 				s.body = make([]byte, 0, last+last/16)
 			}
 			s.body, _ = s.marshal.MarshalAppend(s.body[:0], &header) // dto messages always marshal

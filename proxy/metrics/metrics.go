@@ -135,8 +135,9 @@ type Point struct {
 	vec *prometheus.HistogramVec
 	// duration is the upstream time histogram; nil until the point's
 	// first call is observed. A point that never forwards a call then
-	// holds no histogram (about 2 KB once a scrape has read it,
-	// TestMemoryPerIdlePoint), and is exposed as an empty one
+	// holds no histogram, the largest part of a point's series once a
+	// scrape has read it (TestMemoryPerIdlePoint; docs/benchmarks.md,
+	// "10,000 points in 128 MiB"), and is exposed as an empty one
 	// (writeDuration).
 	duration atomic.Pointer[durationHistogram]
 
@@ -612,8 +613,8 @@ func (pm *Point) ShadowStrategy(s limiter.Strategy) *Counter {
 // upstream time. The client library keeps only the latest exemplars (one
 // per classic bucket, a few for the native histogram) and a scrape reads
 // them every few seconds, so more would be overwritten unseen; building one
-// costs about 10 allocations, which a fully traced service would pay on
-// every request.
+// allocates (docs/benchmarks.md, "Figures behind the code's choices"),
+// which a fully traced service would pay on every request.
 const exemplarEvery = 100 * time.Millisecond
 
 // ObserveDuration records a forwarded call's upstream time in seconds,

@@ -75,7 +75,8 @@ type traffic struct {
 
 // sampleRing is one point's last n samples (up to trafficSamples), taken
 // at traffic's last n instants, as runs of equal samples: an idle point,
-// most of 10,000, holds one run where it held 11 samples (1.5 KB).
+// most of a large config's, holds one run where it held trafficSamples
+// samples (docs/benchmarks.md, "Figures behind the code's choices").
 type sampleRing struct {
 	runs []sampleRun // oldest first; their counts sum to n
 	n    int

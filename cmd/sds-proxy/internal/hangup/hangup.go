@@ -11,7 +11,8 @@
 // it by a hundred packages), so its init is about the 25th of sds-proxy's
 // some 150, right after os/signal's, and comes before go-redis, net/http,
 // Prometheus, certmagic and package main, whose initialisation takes most
-// of the start: measured from exec, about 4 ms against 9 ms to main. A
+// of the start (measured from exec: docs/benchmarks.md, "Figures behind
+// the code's choices"). A
 // SIGHUP before this init (the runtime's own start and the first standard
 // packages) still kills the process: nothing of a Go program runs earlier.
 //
