@@ -129,9 +129,6 @@ func (c *checker) cluster() {
 	if l := top(keyClusterDB); c.d.good(l) && cl.DB > 0 && len(cl.Addresses) > 1 && cl.MasterName == "" {
 		c.wrong(l, "%d with several addresses (a Redis Cluster), which has only database 0", cl.DB)
 	}
-	if l := top(keyClusterMasterName); c.d.has(l) && c.d.good(l) && cl.MasterName == "" {
-		c.p.add(c.val(l), "%s is empty; give the Sentinel master set's name, or remove the key", l.field)
-	}
 	if t := cl.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		c.p.add(c.key(top(keyClusterTLS)), "%s: %s and %s go together; give both for a client certificate, or neither", keyClusterTLS.path, keyClusterTLSCertFile.name, keyClusterTLSKeyFile.name)
 	}

@@ -65,10 +65,15 @@ type key struct {
 	// integer of milliseconds): what validation rejects beyond them.
 	min, max *int64
 	// outside is the message of a value beyond min and max, a format
-	// given the value, min and max (durations as such); "" where the
+	// given the value, min and max (durations as such; for a string, its
+	// length beyond maxLength, minLength and maxLength); "" where the
 	// limiter judges the value (limiter.Policy.Check) or a rule of
 	// validation does.
 	outside string
+	// empty says what to write instead of an empty string, after "KEY is
+	// empty; "; "" where an empty string is a value, or a rule of
+	// validation or of reading the file judges it.
+	empty string
 	// minLength and maxLength bound a string, in characters.
 	minLength, maxLength int
 	// pattern is a regular expression a string must match (for
@@ -213,7 +218,7 @@ var (
 		doc: "The length of every point's sliding window; it splits evenly into buckets of at least 1ms."}
 	keyBuckets = &key{name: "buckets", field: "Buckets", outside: "%[1]v is not a count from %[2]v to %[3]v; write buckets: 10", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
 		doc: "How many buckets split the window."}
-	keyPressureTestHeader = &key{name: "pressureTestHeader", field: "PressureTestHeader", show: showQuoted, kind: kindString, minLength: 1, pattern: tokenPattern,
+	keyPressureTestHeader = &key{name: "pressureTestHeader", field: "PressureTestHeader", empty: "remove it to turn pressure tests off, or name a header such as X-Pressure-Test", show: showQuoted, kind: kindString, minLength: 1, pattern: tokenPattern,
 		doc: "The request header that marks pressure-test traffic when its value is 1 or true. Absent: no request is pressure-test traffic."}
 	keyAccessLog = &key{name: "accessLog", field: "AccessLog", kind: kindBool, def: false,
 		doc: "Log one line per request: point, status, strategy, upstream latency."}
@@ -259,11 +264,11 @@ var (
 		doc: "The ACME account's contact address."}
 	keyACMECA = &key{name: "ca", field: "CA", kind: kindString,
 		doc: "The ACME directory URL. Absent: Let's Encrypt production."}
-	keyACMECARoot = &key{name: "caRoot", field: "CARoot", kind: kindString, minLength: 1,
+	keyACMECARoot = &key{name: "caRoot", field: "CARoot", empty: "give the PEM file of the ACME server's root certificate, or remove it", kind: kindString, minLength: 1,
 		doc: "A PEM file of the root certificate(s) to trust when talking to ca, for a private ACME server. Absent: the system's roots."}
-	keyACMEStorage = &key{name: "storage", field: "Storage", kind: kindString, minLength: 1,
+	keyACMEStorage = &key{name: "storage", field: "Storage", empty: "give a writable directory such as /var/lib/sds/acme, or remove it", kind: kindString, minLength: 1,
 		doc: "The directory holding the ACME account, keys and certificates. Absent: certmagic's default ($XDG_DATA_HOME/certmagic)."}
-	keyACMEHTTPListen = &key{name: "httpListen", field: "HTTPListen", kind: kindString, minLength: 1,
+	keyACMEHTTPListen = &key{name: "httpListen", field: "HTTPListen", empty: "give a cleartext address for HTTP-01 challenges such as 0.0.0.0:8081, or remove it", kind: kindString, minLength: 1,
 		doc: "A cleartext host:port that answers HTTP-01 challenges. Absent: only TLS-ALPN-01, on the proxy port."}
 )
 
@@ -378,7 +383,7 @@ var (
 		doc: "Speak TLS to Redis. {} trusts the system's roots."}
 	keyClusterDB = &key{name: "db", field: "DB", outside: "%[1]v is negative; Redis numbers its databases from 0", kind: kindInt, def: int64(0), min: bound(0), unit: "database number",
 		doc: "The database number; a Redis Cluster has only 0."}
-	keyClusterMasterName = &key{name: "masterName", field: "MasterName", kind: kindString, minLength: 1,
+	keyClusterMasterName = &key{name: "masterName", field: "MasterName", empty: "give the Sentinel master set's name, or remove the key", kind: kindString, minLength: 1,
 		doc: "The Sentinel master set's name; addresses are then the sentinels'. The proxies follow a failover."}
 	keyClusterKeyPrefix = &key{name: "keyPrefix", field: "KeyPrefix", kind: kindString, def: DefaultClusterKeyPrefix,
 		doc: "Starts every key the proxies write; a bucket's key is keyPrefix + \"bucket:\" + the point's name."}
@@ -425,11 +430,11 @@ var (
 		doc: "Response headers: a name and a value, or a list of values."}
 	keyFallbackBody = &key{name: "body", field: "Body", sets: "BodySet", show: showBody, kind: kindString,
 		doc: "The response body (or bodyFile, not both)."}
-	keyFallbackBodyFile = &key{name: "bodyFile", field: "BodyFile", sets: "BodySet", want: "a path", kind: kindString,
+	keyFallbackBodyFile = &key{name: "bodyFile", field: "BodyFile", empty: "give the path of the body's file, or use body:", sets: "BodySet", want: "a path", kind: kindString,
 		doc: "A file holding the response body, read when the config loads; relative to the config file's directory."}
 	keyFallbackGRPCStatus = &key{name: "grpcStatus", field: "GRPCStatus", outside: "%[1]v is not a gRPC status code; write one from %[2]v to %[3]v, such as 14 (UNAVAILABLE) or 8 (RESOURCE_EXHAUSTED)", sets: "GRPCStatusSet", show: showGRPCStatus, kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
 		doc: "The grpc-status gRPC calls get instead of the HTTP answer (14 UNAVAILABLE, 8 RESOURCE_EXHAUSTED ...)."}
-	keyFallbackGRPCMessage = &key{name: "grpcMessage", field: "GRPCMessage", kind: kindString, minLength: 1, maxLength: maxGRPCMessage,
+	keyFallbackGRPCMessage = &key{name: "grpcMessage", field: "GRPCMessage", empty: "remove it for the default message, which names the point and the strategy", outside: "%[1]v bytes is more than %[3]v; gRPC clients refuse large headers, so keep it short", kind: kindString, minLength: 1, maxLength: maxGRPCMessage,
 		doc: "The grpc-message gRPC calls get. Absent: a message naming the point and the strategy."}
 )
 

@@ -64,8 +64,6 @@ func parse(path string, data []byte, opts Options, readOthers bool) (*File, erro
 	override(d.f, opts)
 	if readOthers {
 		readFiles(d, filepath.Dir(path), p)
-	} else {
-		checkBodyFiles(d, p)
 	}
 	validate(d, opts, p)
 	if err := p.err(); err != nil {
@@ -114,20 +112,9 @@ func (f *File) namesOtherFiles() bool {
 	return false
 }
 
-// checkBodyFiles reports each fallback's bodyFile that is empty.
-func checkBodyFiles(d *decoded, p *problems) {
-	for i := range d.f.Points {
-		pt := &d.f.Points[i]
-		if l := pl(pt, keyFallbackBodyFile); d.ok(l) && pt.Fallback.BodyFile == "" {
-			p.add(d.at[l].val, "%s is empty; give the path of the body's file, or use %s:", l.field, keyFallbackBody.name)
-		}
-	}
-}
-
 // readFiles reads each fallback's bodyFile into its Body and resolves the
 // TLS files' paths, all relative to dir.
 func readFiles(d *decoded, dir string, p *problems) {
-	checkBodyFiles(d, p)
 	readAdminToken(d, dir, p)
 	readClusterFiles(d, dir, p)
 	for i := range d.f.Points {

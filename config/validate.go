@@ -55,7 +55,8 @@ func validate(d *decoded, opts Options, p *problems) {
 
 // bounds reports each key of sec present in v, the struct of its keys
 // at base, and of the mappings under it, whose value is beyond the key's
-// bounds (key.outside).
+// bounds (key.outside), or an empty string where the key says what to
+// write instead (key.empty).
 func (c *checker) bounds(sec *section, v reflect.Value, base loc) {
 	for _, k := range sec.keys {
 		l, f := base, field(k, v)
@@ -65,7 +66,12 @@ func (c *checker) bounds(sec *section, v reflect.Value, base loc) {
 			inner := base
 			inner.field = k.path + "."
 			c.bounds(k.section, reflect.Indirect(f), inner)
-		case k.outside != "" && c.d.ok(l) && !inBounds(k, f.Int()):
+		case !c.d.ok(l):
+		case k.empty != "" && f.Len() == 0:
+			c.p.add(c.val(l), "%s is empty; %s", l.field, k.empty)
+		case k.maxLength > 0 && f.Len() > k.maxLength:
+			c.wrong(l, k.outside, f.Len(), k.minLength, k.maxLength)
+		case k.outside != "" && k.kind != kindString && !inBounds(k, f.Int()):
 			c.wrong(l, k.outside, shown(k, f.Int(), 1), shown(k, deref(k.min), scale(k)), shown(k, deref(k.max), scale(k)))
 		}
 	}
@@ -270,9 +276,6 @@ func (c *checker) settings() {
 	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader != "" && !isToken(f.PressureTestHeader) {
 		c.wrong(l, "%q is not a header name; write one such as X-Pressure-Test", f.PressureTestHeader)
 	}
-	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader == "" {
-		c.p.add(c.val(l), "%s is empty; remove it to turn pressure tests off, or name a header such as X-Pressure-Test", l.field)
-	}
 	if f.H2C && f.TLS.Enabled() && c.d.ok(top(keyH2C)) {
 		c.wrong(top(keyH2C), "true has no effect with %s, which offers HTTP/2 itself; remove %s", keyTLS.name, keyH2C.name)
 	}
@@ -341,18 +344,6 @@ func (c *checker) tls() {
 	if a := t.ACME; a.CA != "" {
 		if u, err := url.Parse(a.CA); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			c.wrong(top(keyACMECA), "%q is not the URL of an ACME directory, such as https://acme-staging-v02.api.letsencrypt.org/directory", a.CA)
-		}
-	}
-	for _, e := range []struct {
-		key         *key
-		value, what string
-	}{
-		{keyACMECARoot, t.ACME.CARoot, "give the PEM file of the ACME server's root certificate"},
-		{keyACMEStorage, t.ACME.Storage, "give a writable directory such as /var/lib/sds/acme"},
-		{keyACMEHTTPListen, t.ACME.HTTPListen, "give a cleartext address for HTTP-01 challenges such as 0.0.0.0:8081"},
-	} {
-		if l := top(e.key); c.d.ok(l) && e.value == "" {
-			c.p.add(c.val(l), "%s is empty; %s, or remove it", l.field, e.what)
 		}
 	}
 	f := c.d.f

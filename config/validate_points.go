@@ -250,9 +250,8 @@ const (
 	maxGRPCMessage = 1024
 )
 
-// grpcFallback checks a fallback's gRPC answer, and warns where an HTTP
-// fallback is written for a point that gRPC clients may call without
-// saying what they get.
+// grpcFallback warns where an HTTP fallback is written for a point that
+// gRPC clients may call without saying what they get.
 //
 // The rule (the README states it): when the config carries gRPC (h2c: true,
 // or an h2c:// upstream), a fallback that sets status, body or bodyFile
@@ -261,15 +260,6 @@ const (
 // point and strategy), so its author most likely meant something for them
 // that they do not see.
 func (c *checker) grpcFallback(p *Point) {
-	fb := p.Fallback
-	if l := pl(p, keyFallbackGRPCMessage); c.d.ok(l) {
-		switch {
-		case fb.GRPCMessage == "":
-			c.p.add(c.val(l), "%s is empty; remove it for the default message, which names the point and the strategy", l.field)
-		case len(fb.GRPCMessage) > maxGRPCMessage:
-			c.wrong(l, "%d bytes is more than %d; gRPC clients refuse large headers, so keep it short", len(fb.GRPCMessage), maxGRPCMessage)
-		}
-	}
 	f := c.d.f
 	carriesGRPC := f.H2C || strings.HasPrefix(f.Upstream, "h2c://")
 	httpAnswer := c.d.has(pl(p, keyFallbackStatus)) || c.d.has(pl(p, keyFallbackBody)) || c.d.has(pl(p, keyFallbackBodyFile))
