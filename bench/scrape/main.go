@@ -51,29 +51,17 @@ var accepts = map[string]string{
 	"text":        "text/plain;version=0.0.4;q=1,*/*;q=0.1",
 }
 
-func main() {
-	bin := flag.String("bin", "sds-proxy", "the sds-proxy binary")
-	points := flag.Int("points", 10_000, "points, and routes (points-1 exact and a catch-all)")
-	size := flag.Int("size", 1<<20, "the config file stays under this many bytes")
-	requests := flag.Int("requests", 20_000, "requests sent before the scrapes")
-	busy := flag.Int("busy", 2_000, "the requests go to the first busy points")
-	scrapes := flag.Int("scrapes", 10, "GET /metrics this many times")
-	statuses := flag.Int("statuses", 3, "GET /status this many times")
-	reloads := flag.Int("reloads", 2, "rewrite the config this many times, one threshold changed, and wait for each to apply")
-	reloadTarget := flag.Bool("reload-target", false, "hold the peak after the reloads to -max-rss too")
-	format := flag.String("format", "openmetrics", "the Accept header: openmetrics (Prometheus' default), protobuf (native histograms on) or text")
-	maxRSS := flag.Float64("max-rss", 128, "target: peak RSS in MiB")
-	maxScrape := flag.Duration("max-scrape", 250*time.Millisecond, "target: median scrape time")
-	env := flag.String("env", "", "extra environment for the proxy, NAME=VALUE[,NAME=VALUE]")
-	flag.Parse()
-	accept, ok := accepts[*format]
-	if !ok {
-		fail("-format %q: want openmetrics, protobuf or text", *format)
-	}
-	if *busy > *points || *points < 2 {
-		fail("-busy %d, -points %d: want 2 <= points and busy <= points", *busy, *points)
-	}
+// options are the command's flags, checked by parseFlags.
+type options struct {
+	bin, format, accept, env                                 string
+	points, size, requests, busy, scrapes, statuses, reloads int
+	reloadTarget                                             bool
+	maxRSS                                                   float64 // MiB
+	maxScrape                                                time.Duration
+}
 
+func main() {
+	o := parseFlags()
 	upstream, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fail("upstream: %v", err)
@@ -87,94 +75,159 @@ func main() {
 		fail("%v", err)
 	}
 	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "sds.yaml")
-	body, padding := config("http://"+upstream.Addr().String(), *points, *size)
-	if err := os.WriteFile(path, body, 0o600); err != nil {
+	p := startProxy(o, filepath.Join(dir, "sds.yaml"), "http://"+upstream.Addr().String())
+	defer p.stop()
+
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, DisableCompression: true}}
+	traffic(client, "http://"+p.proxy, p.padding, o.requests, o.busy)
+	fmt.Printf("after %d requests over %d points: %s\n", o.requests, o.busy, memory(p.pid()))
+	if !report(o, measure(o, p, client)) {
+		p.stop()
+		os.Exit(1)
+	}
+}
+
+// parseFlags reads the command line, and fails on a run it cannot make.
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.bin, "bin", "sds-proxy", "the sds-proxy binary")
+	flag.IntVar(&o.points, "points", 10_000, "points, and routes (points-1 exact and a catch-all)")
+	flag.IntVar(&o.size, "size", 1<<20, "the config file stays under this many bytes")
+	flag.IntVar(&o.requests, "requests", 20_000, "requests sent before the scrapes")
+	flag.IntVar(&o.busy, "busy", 2_000, "the requests go to the first busy points")
+	flag.IntVar(&o.scrapes, "scrapes", 10, "GET /metrics this many times")
+	flag.IntVar(&o.statuses, "statuses", 3, "GET /status this many times")
+	flag.IntVar(&o.reloads, "reloads", 2, "rewrite the config this many times, one threshold changed, and wait for each to apply")
+	flag.BoolVar(&o.reloadTarget, "reload-target", false, "hold the peak after the reloads to -max-rss too")
+	flag.StringVar(&o.format, "format", "openmetrics", "the Accept header: openmetrics (Prometheus' default), protobuf (native histograms on) or text")
+	flag.Float64Var(&o.maxRSS, "max-rss", 128, "target: peak RSS in MiB")
+	flag.DurationVar(&o.maxScrape, "max-scrape", 250*time.Millisecond, "target: median scrape time")
+	flag.StringVar(&o.env, "env", "", "extra environment for the proxy, NAME=VALUE[,NAME=VALUE]")
+	flag.Parse()
+	accept, ok := accepts[o.format]
+	if !ok {
+		fail("-format %q: want openmetrics, protobuf or text", o.format)
+	}
+	o.accept = accept
+	if o.busy > o.points || o.points < 2 {
+		fail("-busy %d, -points %d: want 2 <= points and busy <= points", o.busy, o.points)
+	}
+	return o
+}
+
+// proxyProcess is the sds-proxy under measure and the config file it
+// serves.
+type proxyProcess struct {
+	cmd          *exec.Cmd
+	proxy, admin string // the addresses it serves
+	path         string // its config file
+	body         []byte // the config as first written
+	padding      string // the routes' path padding (config)
+}
+
+// startProxy writes the config of o's points in front of upstream to
+// path, starts the proxy on it and waits until it serves; it fails when
+// the proxy exits first. The caller stops it.
+func startProxy(o options, path, upstream string) *proxyProcess {
+	p := &proxyProcess{path: path}
+	p.body, p.padding = config(upstream, o.points, o.size)
+	if err := os.WriteFile(path, p.body, 0o600); err != nil {
 		fail("%v", err)
 	}
-
-	cmd := exec.Command(*bin, "run", "-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")
-	cmd.Env = os.Environ()
-	if *env != "" {
-		cmd.Env = append(cmd.Env, strings.Split(*env, ",")...)
+	p.cmd = exec.Command(o.bin, "run", "-config", path, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0")
+	p.cmd.Env = os.Environ()
+	if o.env != "" {
+		p.cmd.Env = append(p.cmd.Env, strings.Split(o.env, ",")...)
 	}
-	stderr, err := cmd.StderrPipe()
+	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		fail("%v", err)
 	}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		fail("start %s: %v", *bin, err)
+	if err := p.cmd.Start(); err != nil {
+		fail("start %s: %v", o.bin, err)
 	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	}()
-	proxyAddr, adminAddr := serving(stderr)
-	if proxyAddr == "" {
-		cmd.Process.Kill()
+	p.proxy, p.admin = serving(stderr)
+	if p.proxy == "" {
+		p.stop()
 		fail("the proxy exited or never logged serving")
 	}
 	ready := time.Since(start)
-	pid := cmd.Process.Pid
-	fmt.Printf("config: %d points, %d routes (%d exact and a catch-all), %d bytes\n", *points, *points, *points-1, len(body))
-	fmt.Printf("serving after %v: %s\n", ready.Round(time.Millisecond), memory(pid))
+	fmt.Printf("config: %d points, %d routes (%d exact and a catch-all), %d bytes\n", o.points, o.points, o.points-1, len(p.body))
+	fmt.Printf("serving after %v: %s\n", ready.Round(time.Millisecond), memory(p.pid()))
+	return p
+}
 
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, DisableCompression: true}}
-	traffic(client, "http://"+proxyAddr, padding, *requests, *busy)
-	fmt.Printf("after %d requests over %d points: %s\n", *requests, *busy, memory(pid))
+func (p *proxyProcess) pid() int { return p.cmd.Process.Pid }
 
-	var took []time.Duration
-	var size0 int
-	for range *scrapes {
-		b, d := get(client, "http://"+adminAddr+"/metrics", accept)
-		took = append(took, d)
-		size0 = len(b)
+// stop kills the proxy and waits for it; a second stop does nothing more.
+func (p *proxyProcess) stop() {
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+}
+
+// results are what measure measured: each scrape's, /status read's and
+// reload's time, and the proxy's peak RSS in MiB before the reloads and
+// after them.
+type results struct {
+	scrapes, statuses, reloads []time.Duration
+	hwm, reloadHWM             float64
+}
+
+// measure scrapes /metrics and reads /status as o says, then reloads the
+// config o.reloads times, waiting for each, and prints the proxy's memory
+// after each phase.
+func measure(o options, p *proxyProcess, client *http.Client) results {
+	var r results
+	var size int
+	for range o.scrapes {
+		b, d := get(client, "http://"+p.admin+"/metrics", o.accept)
+		r.scrapes = append(r.scrapes, d)
+		size = len(b)
 	}
-	fmt.Printf("after %d scrapes (%s, gzip, %d bytes unzipped): %s\n", *scrapes, *format, size0, memory(pid))
+	fmt.Printf("after %d scrapes (%s, gzip, %d bytes unzipped): %s\n", o.scrapes, o.format, size, memory(p.pid()))
 
-	var statusTook []time.Duration
-	for range *statuses {
-		b, d := get(client, "http://"+adminAddr+"/status", "application/json")
-		statusTook = append(statusTook, d)
+	for range o.statuses {
+		b, d := get(client, "http://"+p.admin+"/status", "application/json")
+		r.statuses = append(r.statuses, d)
 		var doc struct{ Points []json.RawMessage }
-		if err := json.Unmarshal(b, &doc); err != nil || len(doc.Points) != *points {
-			fail("/status: %d points, %v; want %d", len(doc.Points), err, *points)
+		if err := json.Unmarshal(b, &doc); err != nil || len(doc.Points) != o.points {
+			fail("/status: %d points, %v; want %d", len(doc.Points), err, o.points)
 		}
-		size0 = len(b)
+		size = len(b)
 	}
-	fmt.Printf("after %d /status (%d bytes): %s\n", *statuses, size0, memory(pid))
-	hwm := mib(status(pid, "VmHWM"))
+	fmt.Printf("after %d /status (%d bytes): %s\n", o.statuses, size, memory(p.pid()))
+	r.hwm = mib(status(p.pid(), "VmHWM"))
 
-	var reloadTook []time.Duration
-	for k := range *reloads {
-		edited := bytes.Replace(body, []byte("p0: {visitThreshold: 100000,"), fmt.Appendf(nil, "p0: {visitThreshold: %d,", 100001+k), 1)
-		reloadTook = append(reloadTook, reload(client, adminAddr, path, edited, k+1))
+	for k := range o.reloads {
+		edited := bytes.Replace(p.body, []byte("p0: {visitThreshold: 100000,"), fmt.Appendf(nil, "p0: {visitThreshold: %d,", 100001+k), 1)
+		r.reloads = append(r.reloads, reload(client, p.admin, p.path, edited, k+1))
 	}
-	reloadHWM := mib(status(pid, "VmHWM"))
-	if *reloads > 0 {
-		fmt.Printf("after %d reloads (%s): %s\n", *reloads, durations(reloadTook), memory(pid))
+	r.reloadHWM = mib(status(p.pid(), "VmHWM"))
+	if o.reloads > 0 {
+		fmt.Printf("after %d reloads (%s): %s\n", o.reloads, durations(r.reloads), memory(p.pid()))
 	}
+	return r
+}
 
-	median := medianOf(took)
-	fmt.Printf("scrapes: %s\n", durations(took))
-	fmt.Printf("/status: %s\n", durations(statusTook))
-	fmt.Printf("peak RSS (VmHWM) %.1f MiB, target <= %.0f MiB: %s\n", hwm, *maxRSS, verdict(hwm <= *maxRSS))
-	fmt.Printf("median scrape %v, target <= %v: %s\n", median.Round(time.Millisecond), *maxScrape, verdict(median <= *maxScrape))
-	missed := hwm > *maxRSS || median > *maxScrape
-	if *reloads > 0 {
+// report prints the times and the peaks against o's targets, and reports
+// whether every target held.
+func report(o options, r results) bool {
+	median := medianOf(r.scrapes)
+	fmt.Printf("scrapes: %s\n", durations(r.scrapes))
+	fmt.Printf("/status: %s\n", durations(r.statuses))
+	fmt.Printf("peak RSS (VmHWM) %.1f MiB, target <= %.0f MiB: %s\n", r.hwm, o.maxRSS, verdict(r.hwm <= o.maxRSS))
+	fmt.Printf("median scrape %v, target <= %v: %s\n", median.Round(time.Millisecond), o.maxScrape, verdict(median <= o.maxScrape))
+	missed := r.hwm > o.maxRSS || median > o.maxScrape
+	if o.reloads > 0 {
 		held := "not held to a target (-reload-target)"
-		if *reloadTarget {
-			held = fmt.Sprintf("target <= %.0f MiB: %s", *maxRSS, verdict(reloadHWM <= *maxRSS))
-			missed = missed || reloadHWM > *maxRSS
+		if o.reloadTarget {
+			held = fmt.Sprintf("target <= %.0f MiB: %s", o.maxRSS, verdict(r.reloadHWM <= o.maxRSS))
+			missed = missed || r.reloadHWM > o.maxRSS
 		}
-		fmt.Printf("peak RSS with the reloads %.1f MiB, %s\n", reloadHWM, held)
+		fmt.Printf("peak RSS with the reloads %.1f MiB, %s\n", r.reloadHWM, held)
 	}
-	if missed {
-		cmd.Process.Kill()
-		cmd.Wait()
-		os.Exit(1)
-	}
+	return !missed
 }
 
 // config is a config of n points and n routes whose paths are padded so
