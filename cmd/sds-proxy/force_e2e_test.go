@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
 // forcedStatus is a point's switch on /status.
@@ -228,10 +230,10 @@ func TestForceE2ESwitches(t *testing.T) {
 	if got := e.forcedOn("p"); got != nil {
 		t.Errorf("/status p forced after the ttl: got %+v", got)
 	}
-	var history []statusEvent
+	var history []admin.Event
 	if !eventually(wait, func() bool {
 		history = e.status().Events
-		return slices.ContainsFunc(history, func(ev statusEvent) bool {
+		return slices.ContainsFunc(history, func(ev admin.Event) bool {
 			return ev.Kind == "force_end" && ev.Point == "p" && ev.Detail == "degrade ended: its ttl passed"
 		})
 	}) {

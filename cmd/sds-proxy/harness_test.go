@@ -39,6 +39,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
 // wait is the deadline of every wait for something that must happen: a
@@ -702,71 +704,19 @@ func (e *env) metricIs(want float64, name string, labels ...string) {
 	}
 }
 
-// pointStatus is the part of a point's /status entry the tests read.
-type pointStatus struct {
-	Name   string
-	State  string
-	Mode   string
-	Reason *reading
-	Delay  *struct {
-		Strategy         string
-		Until, NextProbe time.Time
-		Probing          bool
-	}
-	Strategies []reading
-	Window     struct {
-		Visits, Degraded, Exceptions, Timeouts, InFlight int64
-	}
-	LastTrip *struct {
-		Strategy         string
-		Count, Threshold int64
-	}
-	// Recovery is the recovery ramp while it runs: the share admitted now.
-	Recovery *struct {
-		Share float64
-		Until time.Time
-	}
-	Events []statusEvent
-}
-
-// reading is a strategy's figure against its threshold on /status.
-type reading struct {
-	Strategy         string
-	Count, Threshold int64
-	Trips            bool
-}
-
-// statusEvent is an event of /status's history.
-type statusEvent struct {
-	At                            time.Time
-	Kind, Point, Strategy, Detail string
-	Shadow                        bool
-}
-
-type statusDoc struct {
-	Now    time.Time
-	Config struct {
-		Hash       string
-		LastReload *struct {
-			OK    bool
-			Error string
-		}
-	}
-	Events []statusEvent
-	Points []pointStatus
-}
-
-func (e *env) status() statusDoc {
+// status reads the proxy's /status into admin.Status, the document's one
+// definition.
+func (e *env) status() admin.Status {
 	e.t.Helper()
 	r := e.getURL(e.proxy.admin + "/status")
-	var doc statusDoc
+	var doc admin.Status
 	if err := json.Unmarshal([]byte(r.body), &doc); err != nil {
 		e.t.Fatalf("/status: %v: %v", err, r)
 	}
 	return doc
 }
 
-func (e *env) point(name string) pointStatus {
+func (e *env) point(name string) admin.PointStatus {
 	e.t.Helper()
 	for _, p := range e.status().Points {
 		if p.Name == name {
@@ -774,5 +724,5 @@ func (e *env) point(name string) pointStatus {
 		}
 	}
 	e.t.Fatalf("/status has no point %q", name)
-	return pointStatus{}
+	return admin.PointStatus{}
 }

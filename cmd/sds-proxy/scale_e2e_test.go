@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
 // manyPoints is a config body of n points, p0 to p(n-1), each with a visit
@@ -149,7 +151,7 @@ func TestTenThousandPoints(t *testing.T) {
 	}
 
 	statusBody, statusTook := timedGet(t, e.proxy.admin+"/status")
-	var doc statusDoc
+	var doc admin.Status
 	if err := json.Unmarshal(statusBody, &doc); err != nil {
 		t.Fatalf("/status: %v", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
 const stateConfig = `routes:
@@ -43,24 +45,24 @@ func TestStateDecays(t *testing.T) {
 		t.Fatalf("degraded on p: got %d of 4, want 2", got)
 	}
 	p := e.point("p")
-	if p.State != "open" || p.Reason == nil || *p.Reason != (reading{Strategy: "visit", Count: 2, Threshold: 2}) {
+	if p.State != "open" || p.Reason == nil || *p.Reason != (admin.Reading{Strategy: "visit", Count: 2, Threshold: 2}) {
 		t.Errorf("right after the trip: state %q reason %+v, want open, visit 2/2", p.State, p.Reason)
 	}
-	if !slices.Equal(p.Strategies, []reading{{"visit", 2, 2, true}}) {
+	if !slices.Equal(p.Strategies, []admin.StrategyReading{judged("visit", 2, 2, true)}) {
 		t.Errorf("strategies: got %+v, want visit 2/2, tripping", p.Strategies)
 	}
 	e.metricIs(1, "sds_point_tripped", "point", "p")
 	e.metricIs(1, "sds_point_state", "point", "p", "state", "open")
 
 	// No request on p from here on: the state decays as the window slides.
-	var closed pointStatus
+	var closed admin.PointStatus
 	if !eventually(10*time.Second, func() bool { closed = e.point("p"); return closed.State == "closed" }) {
 		t.Fatalf("p never read closed: %+v", closed)
 	}
 	if since := time.Since(tripped); since < 1500*time.Millisecond {
 		t.Errorf("p read closed %v after its trip, before its 2s window could slide past it", since)
 	}
-	if closed.Reason != nil || closed.Window.Visits != 0 || !slices.Equal(closed.Strategies, []reading{{"visit", 0, 2, false}}) {
+	if closed.Reason != nil || closed.Window.Visits != 0 || !slices.Equal(closed.Strategies, []admin.StrategyReading{judged("visit", 0, 2, false)}) {
 		t.Errorf("closed p: %+v, want no reason, an empty window, visit 0/2", closed)
 	}
 	e.metricIs(0, "sds_point_tripped", "point", "p")
@@ -71,7 +73,7 @@ func TestStateDecays(t *testing.T) {
 	// request: in the log and in the history, after the trip.
 	// The history holds a recovery back for 2s (flapping).
 	e.proxy.waitLog(t, 0, wait, pointLog("point recovered", "p"))
-	var ev []statusEvent
+	var ev []admin.Event
 	if !eventually(wait, func() bool { ev = e.point("p").Events; return len(ev) == 2 }) {
 		t.Fatalf("p's events: got %v, want trip then recover", kinds(ev))
 	}
@@ -164,7 +166,7 @@ func TestStateShadowAndDelay(t *testing.T) {
 	}
 }
 
-func findPoint(t *testing.T, doc statusDoc, name string) pointStatus {
+func findPoint(t *testing.T, doc admin.Status, name string) admin.PointStatus {
 	t.Helper()
 	for _, p := range doc.Points {
 		if p.Name == name {
@@ -172,13 +174,19 @@ func findPoint(t *testing.T, doc statusDoc, name string) pointStatus {
 		}
 	}
 	t.Fatalf("/status has no point %q", name)
-	return pointStatus{}
+	return admin.PointStatus{}
 }
 
-func kinds(evs []statusEvent) []string {
+func kinds(evs []admin.Event) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, e.Kind)
 	}
 	return out
+}
+
+// judged is a strategy's reading on /status: its count against its
+// threshold, and whether it trips.
+func judged(strategy string, count, threshold int64, trips bool) admin.StrategyReading {
+	return admin.StrategyReading{Reading: admin.Reading{Strategy: strategy, Count: count, Threshold: threshold}, Trips: trips}
 }

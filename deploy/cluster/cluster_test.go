@@ -434,7 +434,11 @@ func get(t *testing.T, c *http.Client, url string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// status is the part of the admin port's /status the test reads.
+// status is the part of the admin port's /status the test reads. The
+// document's one definition is admin.Status (proxy/admin/status.go in the
+// main module); this module does not require the main module (its go.mod
+// keeps Kubernetes' dependencies apart from the proxy's), so it cannot
+// import it and reads the few fields it needs, by the same JSON names.
 type status struct {
 	Config struct {
 		Hash       string    `json:"hash"`

@@ -38,17 +38,8 @@ type forceRequest struct {
 	Reason string `json:"reason"`
 }
 
-// forcedJSON is a switch, as /status and the force endpoints show it.
-type forcedJSON struct {
-	Point  string    `json:"point,omitempty"` // the endpoints' answer only
-	Action string    `json:"action"`
-	Reason string    `json:"reason"`
-	Since  time.Time `json:"since"`
-	Until  time.Time `json:"until"`
-}
-
-func forced(f proxy.Force) *forcedJSON {
-	return &forcedJSON{Point: f.Point, Action: f.Action.String(), Reason: f.Reason, Since: statusTime(f.Since), Until: statusTime(f.Until)}
+func forced(f proxy.Force) *Switch {
+	return &Switch{Point: f.Point, Action: f.Action.String(), Reason: f.Reason, Since: statusTime(f.Since), Until: statusTime(f.Until)}
 }
 
 // force serves /points/{name}/force: POST sets the point's switch, DELETE
@@ -187,7 +178,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // statusForces returns the switches in force at now by point name; nil
 // without Switches.
-func (a *server) statusForces(now time.Time) map[string]*forcedJSON {
+func (a *server) statusForces(now time.Time) map[string]*Switch {
 	if a.opts.Switches == nil {
 		return nil
 	}
@@ -195,7 +186,7 @@ func (a *server) statusForces(now time.Time) map[string]*forcedJSON {
 	if len(fs) == 0 {
 		return nil
 	}
-	m := make(map[string]*forcedJSON, len(fs))
+	m := make(map[string]*Switch, len(fs))
 	for _, f := range fs {
 		j := forced(f)
 		j.Point = ""

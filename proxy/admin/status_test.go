@@ -51,7 +51,7 @@ func TestStatusStreamsMarshal(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
 		body, _ := io.ReadAll(rec.Result().Body)
-		var doc statusDoc
+		var doc Status
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&doc); err != nil {
