@@ -49,9 +49,9 @@ func TestFallbackBuiltOnFirstUse(t *testing.T) {
 }
 
 // TestFallbackSize: a fallback that has not answered yet, with no header
-// or body of its own, is one allocation of at most 144 bytes: at 10,000
-// points it was 704 bytes each, 7 MiB, when it held the point's settings
-// and its answers' slots.
+// or body of its own, is one allocation of at most 144 bytes, as every
+// point of a large config has one (what it was when it held the point's
+// settings and its answers' slots: docs/benchmarks.md).
 func TestFallbackSize(t *testing.T) {
 	var fh *Handler
 	allocs := testing.AllocsPerRun(10, func() { fh = New("orders", Response{}, limiter.Settings{}) })
