@@ -35,7 +35,7 @@ func setDefaults(sec *section, v reflect.Value) {
 		if k.def == nil || k.field == "" {
 			continue
 		}
-		f := v.FieldByName(k.field)
+		f := field(k, v)
 		switch def := k.def.(type) {
 		case bool:
 			f.SetBool(def)

@@ -16,14 +16,13 @@ type Change struct {
 	// Routes is true when the routes differ (order included).
 	Routes bool
 	// Settings names the top-level settings that changed and apply on a
-	// reload: upstream, forwardedHeaders, window, buckets,
-	// pressureTestHeader, accessLog, drainTimeout, maxConnections,
-	// adminTokenFile (its path or the token in it; never the token). A window
-	// or buckets change gives every point a fresh window; a lower
+	// reload, by their keys' paths in the order of keys.go; for
+	// adminTokenFile, its path or the token in it (never the token). A
+	// window or buckets change gives every point a fresh window; a lower
 	// maxConnections closes idle connections over it at once.
 	Settings []string
-	// NeedsRestart names the settings that changed but apply only on a
-	// restart: listen, admin, tls, h2c.
+	// NeedsRestart names the top-level settings that changed but apply
+	// only on a restart (a key's restart in keys.go), in the same order.
 	NeedsRestart []string
 }
 

@@ -102,7 +102,7 @@ func field(k *key, owner reflect.Value) reflect.Value {
 	if k.field == "" {
 		return owner
 	}
-	return owner.FieldByName(k.field)
+	return owner.FieldByIndex(k.index)
 }
 
 // showKey writes the value v of k, held by owner, for a Setting: by k's

@@ -16,6 +16,7 @@ package config
 // docs/sds.schema.json (TestSchemaFileIsCurrent fails until then).
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"strconv"
@@ -98,12 +99,18 @@ type key struct {
 	// kindThreshold one whose negative is off; a bool or a
 	// limiter.Priority for a string with an enum is the enum's value.
 	field string
+	// index is field's index in the section's struct (reflect.Value's
+	// FieldByIndex); nil for "". newSection sets it.
+	index []int
 	// sets names a bool field of the same struct set true when the key's
 	// value decodes (the fallback's BodySet, GRPCStatusSet); "" for none.
 	sets string
 	// want names a string's value in the message of a wrong type, such as
 	// "a path"; "" is "a string".
 	want string
+	// file marks a string that names a file or directory that Parse reads
+	// or checks (File.namesOtherFiles).
+	file bool
 	// sdsOff marks a duration whose -1 (a millisecond) is off, as in SDS,
 	// and decodes to 0; other negatives are kept for validation.
 	sdsOff bool
@@ -136,15 +143,23 @@ type section struct {
 	defaults bool
 }
 
-// newSection returns the section of keys, indexed by name, and sets each
-// key's path. A section under a key is named name, or after that key when
+// newSection returns the section of keys, indexed by name, whose mapping
+// decodes into a struct of type typ; it sets each key's path and the
+// index of its field in typ, and panics on a field typ does not have. A section under a key is named name, or after that key when
 // name is "". Each section is listed by one key and is built before the
 // key's own section, which puts the key's name before the paths of the
 // keys in the mappings under it.
-func newSection(name, doc string, keys ...*key) *section {
+func newSection(name string, typ reflect.Type, doc string, keys ...*key) *section {
 	s := &section{name: name, doc: doc, keys: keys, index: make(map[string]int, len(keys))}
 	for i, k := range keys {
 		s.index[k.name] = i
+		if k.field != "" {
+			f, ok := typ.FieldByName(k.field)
+			if !ok {
+				panic(fmt.Sprintf("config: key %s: %s has no field %s", k.name, typ, k.field))
+			}
+			k.index = f.Index
+		}
 		k.path = k.name
 		if k.section != nil && k.section.name == "" {
 			k.section.name = k.name
@@ -157,8 +172,8 @@ func newSection(name, doc string, keys ...*key) *section {
 }
 
 // newDefaultsSection is newSection for a section with defaults.
-func newDefaultsSection(name, doc string, keys ...*key) *section {
-	s := newSection(name, doc, keys...)
+func newDefaultsSection(name string, typ reflect.Type, doc string, keys ...*key) *section {
+	s := newSection(name, typ, doc, keys...)
 	s.defaults = true
 	return s
 }
@@ -171,6 +186,29 @@ func (s *section) prefix(p string) {
 		if k.kind == kindMapping {
 			k.section.prefix(p)
 		}
+	}
+}
+
+// walk calls fn with each key of sec, its location in the route or point
+// of base (or the top level) and its value in v, the struct of sec's
+// keys, and so on down the mappings v holds (not the routes and points).
+func (sec *section) walk(v reflect.Value, base loc, fn func(k *key, l loc, f reflect.Value)) {
+	for _, k := range sec.keys {
+		l, f := base, field(k, v)
+		l.field = k.path
+		fn(k, l, f)
+		if k.kind == kindMapping && (f.Kind() != reflect.Pointer || !f.IsNil()) {
+			k.section.walk(reflect.Indirect(f), base, fn)
+		}
+	}
+}
+
+// walk calls fn with each key of f's top level and of each of its
+// points (section.walk).
+func (f *File) walk(fn func(k *key, l loc, v reflect.Value)) {
+	topSection.walk(reflect.ValueOf(f).Elem(), loc{}, fn)
+	for i := range f.Points {
+		pointSection.walk(reflect.ValueOf(&f.Points[i]).Elem(), loc{point: f.Points[i].Name}, fn)
 	}
 }
 
@@ -226,7 +264,7 @@ var (
 		doc: "How long SIGTERM waits for requests in flight before exiting; 0 exits without waiting."}
 	keyMaxConnections = &key{name: "maxConnections", field: "MaxConnections", outside: "%[1]v is not a count from %[2]v to %[3]v; size it to the memory limit (docs/connections.md, Connection limits), such as maxConnections: " + strconv.Itoa(DefaultMaxConnections), kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
 		doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."}
-	keyAdminTokenFile = &key{name: "adminTokenFile", field: "AdminTokenFile", kind: kindString, minLength: 1,
+	keyAdminTokenFile = &key{name: "adminTokenFile", field: "AdminTokenFile", file: true, kind: kindString, minLength: 1,
 		doc: "A file holding the bearer token (at least 16 visible ASCII characters; surrounding white space ignored) that turns on the admin port's runtime switches, POST and DELETE /points/NAME/force. Absent: the switches do not exist. Read again on every reload; a relative path is resolved against the config file's directory."}
 	keyTLS = &key{name: "tls", field: "TLS", restart: true, kind: kindMapping, section: tlsSection,
 		doc: "Inbound TLS: certFile and keyFile, or acme. Changing it needs a restart."}
@@ -238,22 +276,22 @@ var (
 		doc: "The protected points by name (letters, digits, '.', '_', '-'): thresholds, delay, mode and fallback. Every point is named by a route."}
 )
 
-var topSection = newDefaultsSection("", "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (docs/configuration.md, Configuration).",
+var topSection = newDefaultsSection("", reflect.TypeFor[File](), "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (docs/configuration.md, Configuration).",
 	// The keys that need a restart first, in the order Change.NeedsRestart
 	// names them; the others in the order of Change.Settings.
 	keyListen, keyAdmin, keyTLS, keyH2C, keyCluster, keyUpstream, keyForwardedHeaders, keyWindow, keyBuckets, keyPressureTestHeader, keyAccessLog, keyDrainTimeout, keyMaxConnections, keyAdminTokenFile, keyRoutes, keyPoints)
 
 // The keys under tls (keyTLS).
 var (
-	keyTLSCertFile = &key{name: "certFile", field: "CertFile", kind: kindString, minLength: 1,
+	keyTLSCertFile = &key{name: "certFile", field: "CertFile", file: true, kind: kindString, minLength: 1,
 		doc: "The PEM certificate (chain); with keyFile. Reloaded when it changes. A relative path is resolved against the config file's directory."}
-	keyTLSKeyFile = &key{name: "keyFile", field: "KeyFile", kind: kindString, minLength: 1,
+	keyTLSKeyFile = &key{name: "keyFile", field: "KeyFile", file: true, kind: kindString, minLength: 1,
 		doc: "The PEM private key of certFile. A relative path is resolved against the config file's directory."}
 	keyTLSACME = &key{name: "acme", field: "ACME", show: showACME, kind: kindMapping, section: acmeSection,
 		doc: "Obtain certificates from an ACME CA (instead of certFile and keyFile)."}
 )
 
-var tlsSection = newSection("", "Inbound TLS: a certificate pair, or certificates from an ACME CA.",
+var tlsSection = newSection("", reflect.TypeFor[TLS](), "Inbound TLS: a certificate pair, or certificates from an ACME CA.",
 	keyTLSCertFile, keyTLSKeyFile, keyTLSACME)
 
 // The keys under tls.acme (keyTLSACME).
@@ -264,15 +302,15 @@ var (
 		doc: "The ACME account's contact address."}
 	keyACMECA = &key{name: "ca", field: "CA", kind: kindString,
 		doc: "The ACME directory URL. Absent: Let's Encrypt production."}
-	keyACMECARoot = &key{name: "caRoot", field: "CARoot", empty: "give the PEM file of the ACME server's root certificate, or remove it", kind: kindString, minLength: 1,
+	keyACMECARoot = &key{name: "caRoot", field: "CARoot", file: true, empty: "give the PEM file of the ACME server's root certificate, or remove it", kind: kindString, minLength: 1,
 		doc: "A PEM file of the root certificate(s) to trust when talking to ca, for a private ACME server. Absent: the system's roots."}
-	keyACMEStorage = &key{name: "storage", field: "Storage", empty: "give a writable directory such as /var/lib/sds/acme, or remove it", kind: kindString, minLength: 1,
+	keyACMEStorage = &key{name: "storage", field: "Storage", file: true, empty: "give a writable directory such as /var/lib/sds/acme, or remove it", kind: kindString, minLength: 1,
 		doc: "The directory holding the ACME account, keys and certificates. Absent: certmagic's default ($XDG_DATA_HOME/certmagic)."}
 	keyACMEHTTPListen = &key{name: "httpListen", field: "HTTPListen", empty: "give a cleartext address for HTTP-01 challenges such as 0.0.0.0:8081, or remove it", kind: kindString, minLength: 1,
 		doc: "A cleartext host:port that answers HTTP-01 challenges. Absent: only TLS-ALPN-01, on the proxy port."}
 )
 
-var acmeSection = newSection("", "Certificates from an ACME CA, such as Let's Encrypt.",
+var acmeSection = newSection("", reflect.TypeFor[ACME](), "Certificates from an ACME CA, such as Let's Encrypt.",
 	keyACMEDomains, keyACMEEmail, keyACMECA, keyACMECARoot, keyACMEStorage, keyACMEHTTPListen)
 
 // The keys of a route, an item of routes (keyRoutes).
@@ -285,7 +323,7 @@ var (
 		doc: "The priority of the matched requests. sheddable ones may use only the point's sheddableShare of each count threshold (visit, token bucket, concurrency, the adaptive limit), so they are degraded first; critical ones are admitted first during a recovery ramp and are never among the tripped requests a downgradeRate below 100 degrades."}
 )
 
-var routeSection = newSection("route", "A route: the requests it matches go to its point.",
+var routeSection = newSection("route", reflect.TypeFor[Route](), "A route: the requests it matches go to its point.",
 	keyRoutePoint, keyRouteMatch, keyRoutePriority)
 
 // The keys under a route's match (keyRouteMatch).
@@ -300,7 +338,7 @@ var (
 		doc: "The request's host, with or without a port. Absent: any host."}
 )
 
-var matchSection = newSection("", "The conditions of a route; every one given must hold.",
+var matchSection = newSection("", reflect.TypeFor[Route](), "The conditions of a route; every one given must hold.",
 	keyMatchMethods, keyMatchPath, keyMatchPathPrefix, keyMatchHost)
 
 // The keys of a point, an entry of points (keyPoints).
@@ -351,7 +389,7 @@ var (
 		doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."}
 )
 
-var pointSection = newSection("point", "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
+var pointSection = newSection("point", reflect.TypeFor[Point](), "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
 	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyClusterTokenBucket, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency)
 
 // The keys under a point's adaptiveConcurrency (keyAdaptiveConcurrency).
@@ -368,7 +406,7 @@ var (
 		doc: "How often the minimum latency is measured again after the startup (the limit is held at 3/4 of itself, at least minLimit, until 25 calls entered since have ended); at least interval."}
 )
 
-var adaptiveSection = newSection("", "An adaptive concurrency limit: each round, of the calls in flight, the share minimum latency / mean latency (at most 1) was served and the rest queued; a queue above the allowance, max(1, tolerance percent of the calls served), moves the limit half-way down to the calls served plus the allowance (no lower than half the limit), a full limit without one raises it to them, and from minLimit the limit doubles each full round until the first queue.",
+var adaptiveSection = newSection("", reflect.TypeFor[limiter.AdaptiveConcurrency](), "An adaptive concurrency limit: each round, of the calls in flight, the share minimum latency / mean latency (at most 1) was served and the rest queued; a queue above the allowance, max(1, tolerance percent of the calls served), moves the limit half-way down to the calls served plus the allowance (no lower than half the limit), a full limit without one raises it to them, and from minLimit the limit doubles each full round until the first queue.",
 	keyAdaptiveMinLimit, keyAdaptiveMaxLimit, keyAdaptiveInterval, keyAdaptiveTolerance, keyAdaptiveMinLatencyInterval)
 
 // The keys under cluster (keyCluster).
@@ -377,7 +415,7 @@ var (
 		doc: "Redis host:port addresses: one server, several nodes of a Redis Cluster, or the sentinels with masterName. At least one."}
 	keyClusterUsername = &key{name: "username", field: "Username", kind: kindString,
 		doc: "The ACL user. Absent: the default user."}
-	keyClusterPasswordFile = &key{name: "passwordFile", field: "PasswordFile", kind: kindString, minLength: 1,
+	keyClusterPasswordFile = &key{name: "passwordFile", field: "PasswordFile", file: true, kind: kindString, minLength: 1,
 		doc: "A file holding the Redis servers' password (a Kubernetes Secret mounted as a file; sentinels are asked without one), read for every new connection so that a rotated password applies without a restart. A relative path is resolved against the config file's directory."}
 	keyClusterTLS = &key{name: "tls", field: "TLS", kind: kindMapping, section: clusterTLSSection,
 		doc: "Speak TLS to Redis. {} trusts the system's roots."}
@@ -393,22 +431,22 @@ var (
 		doc: "How many proxies share the buckets (the Deployment's replicas): while Redis fails, each counts on tokensPerSecond / replicas."}
 )
 
-var clusterSection = newDefaultsSection("", "The Redis of the shared token buckets: one server, a Redis Cluster (several addresses) or Sentinel (masterName).",
+var clusterSection = newDefaultsSection("", reflect.TypeFor[Cluster](), "The Redis of the shared token buckets: one server, a Redis Cluster (several addresses) or Sentinel (masterName).",
 	keyClusterAddresses, keyClusterUsername, keyClusterPasswordFile, keyClusterTLS, keyClusterDB, keyClusterMasterName, keyClusterKeyPrefix, keyClusterTimeout, keyClusterReplicas)
 
 // The keys under cluster.tls (keyClusterTLS).
 var (
-	keyClusterTLSCAFile = &key{name: "caFile", field: "CAFile", kind: kindString, minLength: 1,
+	keyClusterTLSCAFile = &key{name: "caFile", field: "CAFile", file: true, kind: kindString, minLength: 1,
 		doc: "A PEM file of the roots to trust. Absent: the system's roots."}
-	keyClusterTLSCertFile = &key{name: "certFile", field: "CertFile", kind: kindString, minLength: 1,
+	keyClusterTLSCertFile = &key{name: "certFile", field: "CertFile", file: true, kind: kindString, minLength: 1,
 		doc: "A PEM client certificate; with keyFile."}
-	keyClusterTLSKeyFile = &key{name: "keyFile", field: "KeyFile", kind: kindString, minLength: 1,
+	keyClusterTLSKeyFile = &key{name: "keyFile", field: "KeyFile", file: true, kind: kindString, minLength: 1,
 		doc: "The PEM private key of certFile."}
 	keyClusterTLSServerName = &key{name: "serverName", field: "ServerName", kind: kindString, minLength: 1,
 		doc: "The name to verify the server's certificate against. Absent: the address's host."}
 )
 
-var clusterTLSSection = newSection("clusterTLS", "TLS to Redis.",
+var clusterTLSSection = newSection("clusterTLS", reflect.TypeFor[ClusterTLS](), "TLS to Redis.",
 	keyClusterTLSCAFile, keyClusterTLSCertFile, keyClusterTLSKeyFile, keyClusterTLSServerName)
 
 // The keys under a point's clusterTokenBucket (keyClusterTokenBucket).
@@ -419,7 +457,7 @@ var (
 		doc: "The most tokens the shared bucket holds (the burst across all proxies); it starts full. Absent: tokensPerSecond."}
 )
 
-var clusterBucketSection = newSection("", "A token bucket shared through cluster:'s Redis by every proxy with this point.",
+var clusterBucketSection = newSection("", reflect.TypeFor[ClusterTokenBucket](), "A token bucket shared through cluster:'s Redis by every proxy with this point.",
 	keyClusterBucketTokensPerSecond, keyClusterBucketSize)
 
 // The keys under a point's fallback (keyFallback).
@@ -430,7 +468,7 @@ var (
 		doc: "Response headers: a name and a value, or a list of values."}
 	keyFallbackBody = &key{name: "body", field: "Body", sets: "BodySet", show: showBody, kind: kindString,
 		doc: "The response body (or bodyFile, not both)."}
-	keyFallbackBodyFile = &key{name: "bodyFile", field: "BodyFile", empty: "give the path of the body's file, or use body:", sets: "BodySet", want: "a path", kind: kindString,
+	keyFallbackBodyFile = &key{name: "bodyFile", field: "BodyFile", file: true, empty: "give the path of the body's file, or use body:", sets: "BodySet", want: "a path", kind: kindString,
 		doc: "A file holding the response body, read when the config loads; relative to the config file's directory."}
 	keyFallbackGRPCStatus = &key{name: "grpcStatus", field: "GRPCStatus", outside: "%[1]v is not a gRPC status code; write one from %[2]v to %[3]v, such as 14 (UNAVAILABLE) or 8 (RESOURCE_EXHAUSTED)", sets: "GRPCStatusSet", show: showGRPCStatus, kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
 		doc: "The grpc-status gRPC calls get instead of the HTTP answer (14 UNAVAILABLE, 8 RESOURCE_EXHAUSTED ...)."}
@@ -438,7 +476,7 @@ var (
 		doc: "The grpc-message gRPC calls get. Absent: a message naming the point and the strategy."}
 )
 
-var fallbackSection = newSection("", "The answer of a degraded request; it carries Sds-Degraded: STRATEGY; point=NAME.",
+var fallbackSection = newSection("", reflect.TypeFor[Fallback](), "The answer of a degraded request; it carries Sds-Degraded: STRATEGY; point=NAME.",
 	keyFallbackStatus, keyFallbackHeaders, keyFallbackBodyFile, keyFallbackBody, keyFallbackGRPCStatus, keyFallbackGRPCMessage)
 
 // Patterns of the schema, the same rules validation applies.

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 )
 
 // maxBodyFile bounds a fallback's bodyFile, in bytes.
@@ -91,25 +92,13 @@ func Default(opts Options) (*File, error) {
 // namesOtherFiles reports whether Parse read or checked a file besides
 // the config file itself to make f: a fallback's bodyFile, the
 // adminTokenFile, the TLS, ACME or cluster files (every file readFiles
-// reads or checks). The same bytes of the config file may parse to
+// reads or checks: the keys marked file in keys.go). The same bytes of the config file may parse to
 // another File when one of those changed; otherwise they parse to the
 // same File again.
 func (f *File) namesOtherFiles() bool {
-	if f.AdminTokenFile != "" || f.TLS.CertFile != "" || f.TLS.KeyFile != "" {
-		return true
-	}
-	if a := f.TLS.ACME; a != nil && (a.CARoot != "" || a.Storage != "") {
-		return true
-	}
-	if c := f.Cluster; c != nil && (c.PasswordFile != "" || c.TLS != nil) {
-		return true
-	}
-	for i := range f.Points {
-		if f.Points[i].Fallback.BodyFile != "" {
-			return true
-		}
-	}
-	return false
+	names := false
+	f.walk(func(k *key, _ loc, v reflect.Value) { names = names || k.file && v.String() != "" })
+	return names
 }
 
 // readFiles reads each fallback's bodyFile into its Body and resolves the

@@ -39,10 +39,7 @@ type checker struct {
 // validate reports every problem of the decoded file d to p.
 func validate(d *decoded, opts Options, p *problems) {
 	c := &checker{d: d, p: p, opts: opts}
-	c.bounds(topSection, reflect.ValueOf(d.f).Elem(), loc{})
-	for i := range d.f.Points {
-		c.bounds(pointSection, reflect.ValueOf(&d.f.Points[i]).Elem(), loc{point: d.f.Points[i].Name})
-	}
+	d.f.walk(c.bounds)
 	c.addresses()
 	c.upstream()
 	c.window()
@@ -53,27 +50,18 @@ func validate(d *decoded, opts Options, p *problems) {
 	c.points()
 }
 
-// bounds reports each key of sec present in v, the struct of its keys
-// at base, and of the mappings under it, whose value is beyond the key's
-// bounds (key.outside), or an empty string where the key says what to
-// write instead (key.empty).
-func (c *checker) bounds(sec *section, v reflect.Value, base loc) {
-	for _, k := range sec.keys {
-		l, f := base, field(k, v)
-		l.field += k.name
-		switch {
-		case k.kind == kindMapping && (f.Kind() != reflect.Pointer || !f.IsNil()):
-			inner := base
-			inner.field = k.path + "."
-			c.bounds(k.section, reflect.Indirect(f), inner)
-		case !c.d.ok(l):
-		case k.empty != "" && f.Len() == 0:
-			c.p.add(c.val(l), "%s is empty; %s", l.field, k.empty)
-		case k.maxLength > 0 && f.Len() > k.maxLength:
-			c.wrong(l, k.outside, f.Len(), k.minLength, k.maxLength)
-		case k.outside != "" && k.kind != kindString && !inBounds(k, f.Int()):
-			c.wrong(l, k.outside, shown(k, f.Int(), 1), shown(k, deref(k.min), scale(k)), shown(k, deref(k.max), scale(k)))
-		}
+// bounds reports the value f of the key k at l when it is beyond k's
+// bounds (key.outside), or an empty string where k says what to write
+// instead (key.empty).
+func (c *checker) bounds(k *key, l loc, f reflect.Value) {
+	switch {
+	case !c.d.ok(l) || k.kind == kindMapping:
+	case k.empty != "" && f.Len() == 0:
+		c.p.add(c.val(l), "%s is empty; %s", l.field, k.empty)
+	case k.maxLength > 0 && f.Len() > k.maxLength:
+		c.wrong(l, k.outside, f.Len(), k.minLength, k.maxLength)
+	case k.outside != "" && k.kind != kindString && !inBounds(k, f.Int()):
+		c.wrong(l, k.outside, shown(k, f.Int(), 1), shown(k, deref(k.min), scale(k)), shown(k, deref(k.max), scale(k)))
 	}
 }
 

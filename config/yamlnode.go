@@ -93,7 +93,7 @@ func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, own
 			return
 		}
 		l := base
-		l.field += key
+		l.field = def.path
 		d.out.at[l] = span{key: pos{k.Line, k.Column}, val: pos{v.Line, v.Column}}
 		before := len(d.p.errs)
 		d.value(def, v, base, owner)
