@@ -242,37 +242,37 @@ func bound(n int64) *int64 { return &n }
 
 // The keys at the top level.
 var (
-	keyListen = &key{name: "listen", field: "Listen", restart: true, show: showQuoted, kind: kindString, def: DefaultListen,
+	keyListen = &key{name: "listen", field: "Listen", kind: kindString, restart: true, def: DefaultListen, show: showQuoted,
 		doc: "The proxy port's address, host:port. Changing it needs a restart."}
-	keyH2C = &key{name: "h2c", field: "H2C", restart: true, kind: kindBool, def: false,
+	keyH2C = &key{name: "h2c", field: "H2C", kind: kindBool, restart: true, def: false,
 		doc: "Also accept cleartext HTTP/2 on the proxy port (gRPC inside a pod). Changing it needs a restart."}
-	keyUpstream = &key{name: "upstream", field: "Upstream", show: showQuoted, kind: kindString,
+	keyUpstream = &key{name: "upstream", field: "Upstream", kind: kindString, show: showQuoted,
 		doc: "The service's base URL: http://, https://, or h2c:// for cleartext HTTP/2, with a host and no path. Required here or as -upstream."}
-	keyAdmin = &key{name: "admin", field: "Admin", restart: true, show: showQuoted, kind: kindString, def: DefaultAdmin,
+	keyAdmin = &key{name: "admin", field: "Admin", kind: kindString, restart: true, def: DefaultAdmin, show: showQuoted,
 		doc: "The admin port's address, host:port: /healthz, /readyz, /metrics, /status and the dashboard. Changing it needs a restart."}
 	keyForwardedHeaders = &key{name: "forwardedHeaders", field: "ForwardedHeaders", kind: kindBool, def: true,
 		doc: "Set X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host for the upstream."}
-	keyWindow = &key{name: "window", field: "Window", show: showText, kind: kindDuration, seconds: true, def: DefaultWindow.String(), min: bound(1),
+	keyWindow = &key{name: "window", field: "Window", kind: kindDuration, def: DefaultWindow.String(), min: bound(1), seconds: true, show: showText,
 		doc: "The length of every point's sliding window; it splits evenly into buckets of at least 1ms."}
-	keyBuckets = &key{name: "buckets", field: "Buckets", outside: "%[1]v is not a count from %[2]v to %[3]v; write buckets: 10", kind: kindInt, def: int64(DefaultBuckets), min: bound(1), max: bound(maxBuckets), unit: "buckets",
+	keyBuckets = &key{name: "buckets", field: "Buckets", kind: kindInt, def: int64(DefaultBuckets), unit: "buckets", min: bound(1), max: bound(maxBuckets), outside: "%[1]v is not a count from %[2]v to %[3]v; write buckets: 10",
 		doc: "How many buckets split the window."}
-	keyPressureTestHeader = &key{name: "pressureTestHeader", field: "PressureTestHeader", empty: "remove it to turn pressure tests off, or name a header such as X-Pressure-Test", show: showQuoted, kind: kindString, minLength: 1, pattern: tokenPattern,
+	keyPressureTestHeader = &key{name: "pressureTestHeader", field: "PressureTestHeader", kind: kindString, minLength: 1, pattern: tokenPattern, empty: "remove it to turn pressure tests off, or name a header such as X-Pressure-Test", show: showQuoted,
 		doc: "The request header that marks pressure-test traffic when its value is 1 or true. Absent: no request is pressure-test traffic."}
 	keyAccessLog = &key{name: "accessLog", field: "AccessLog", kind: kindBool, def: false,
 		doc: "Log one line per request: point, status, strategy, upstream latency."}
-	keyDrainTimeout = &key{name: "drainTimeout", field: "DrainTimeout", outside: "%[1]v is negative; write a grace period such as 25s, or 0 to exit without waiting", show: showText, kind: kindDuration, seconds: true, def: DefaultDrainTimeout.String(), min: bound(0),
+	keyDrainTimeout = &key{name: "drainTimeout", field: "DrainTimeout", kind: kindDuration, def: DefaultDrainTimeout.String(), min: bound(0), outside: "%[1]v is negative; write a grace period such as 25s, or 0 to exit without waiting", seconds: true, show: showText,
 		doc: "How long SIGTERM waits for requests in flight before exiting; 0 exits without waiting."}
-	keyMaxConnections = &key{name: "maxConnections", field: "MaxConnections", outside: "%[1]v is not a count from %[2]v to %[3]v; size it to the memory limit (docs/connections.md, Connection limits), such as maxConnections: " + strconv.Itoa(DefaultMaxConnections), kind: kindInt, def: int64(DefaultMaxConnections), min: bound(1), max: bound(maxConnectionsLimit), unit: "connections",
+	keyMaxConnections = &key{name: "maxConnections", field: "MaxConnections", kind: kindInt, def: int64(DefaultMaxConnections), unit: "connections", min: bound(1), max: bound(maxConnectionsLimit), outside: "%[1]v is not a count from %[2]v to %[3]v; size it to the memory limit (docs/connections.md, Connection limits), such as maxConnections: " + strconv.Itoa(DefaultMaxConnections),
 		doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."}
-	keyAdminTokenFile = &key{name: "adminTokenFile", field: "AdminTokenFile", file: true, kind: kindString, minLength: 1,
+	keyAdminTokenFile = &key{name: "adminTokenFile", field: "AdminTokenFile", kind: kindString, file: true, minLength: 1,
 		doc: "A file holding the bearer token (at least 16 visible ASCII characters; surrounding white space ignored) that turns on the admin port's runtime switches, POST and DELETE /points/NAME/force. Absent: the switches do not exist. Read again on every reload; a relative path is resolved against the config file's directory."}
-	keyTLS = &key{name: "tls", field: "TLS", restart: true, kind: kindMapping, section: tlsSection,
+	keyTLS = &key{name: "tls", field: "TLS", kind: kindMapping, restart: true, section: tlsSection,
 		doc: "Inbound TLS: certFile and keyFile, or acme. Changing it needs a restart."}
-	keyCluster = &key{name: "cluster", field: "Cluster", restart: true, whole: true, show: showCluster, kind: kindMapping, section: clusterSection,
+	keyCluster = &key{name: "cluster", field: "Cluster", kind: kindMapping, restart: true, section: clusterSection, whole: true, show: showCluster,
 		doc: "The Redis that the points' clusterTokenBucket live in, shared by every proxy that names it. Requests never wait on it: tokens are leased in the background. Changing it needs a restart."}
-	keyRoutes = &key{name: "routes", field: "Routes", kind: kindList, section: routeSection, maxItems: maxRoutes,
+	keyRoutes = &key{name: "routes", field: "Routes", kind: kindList, maxItems: maxRoutes, section: routeSection,
 		doc: "Map requests to points; the first match wins. A request that matches no route is proxied unprotected."}
-	keyPoints = &key{name: "points", field: "Points", kind: kindNamed, section: pointSection, maxItems: maxPoints, pattern: pointNamePattern,
+	keyPoints = &key{name: "points", field: "Points", kind: kindNamed, pattern: pointNamePattern, maxItems: maxPoints, section: pointSection,
 		doc: "The protected points by name (letters, digits, '.', '_', '-'): thresholds, delay, mode and fallback. Every point is named by a route."}
 )
 
@@ -283,11 +283,11 @@ var topSection = newDefaultsSection("", reflect.TypeFor[File](), "sds.yaml: the 
 
 // The keys under tls (keyTLS).
 var (
-	keyTLSCertFile = &key{name: "certFile", field: "CertFile", file: true, kind: kindString, minLength: 1,
+	keyTLSCertFile = &key{name: "certFile", field: "CertFile", kind: kindString, file: true, minLength: 1,
 		doc: "The PEM certificate (chain); with keyFile. Reloaded when it changes. A relative path is resolved against the config file's directory."}
-	keyTLSKeyFile = &key{name: "keyFile", field: "KeyFile", file: true, kind: kindString, minLength: 1,
+	keyTLSKeyFile = &key{name: "keyFile", field: "KeyFile", kind: kindString, file: true, minLength: 1,
 		doc: "The PEM private key of certFile. A relative path is resolved against the config file's directory."}
-	keyTLSACME = &key{name: "acme", field: "ACME", show: showACME, kind: kindMapping, section: acmeSection,
+	keyTLSACME = &key{name: "acme", field: "ACME", kind: kindMapping, section: acmeSection, show: showACME,
 		doc: "Obtain certificates from an ACME CA (instead of certFile and keyFile)."}
 )
 
@@ -302,11 +302,11 @@ var (
 		doc: "The ACME account's contact address."}
 	keyACMECA = &key{name: "ca", field: "CA", kind: kindString,
 		doc: "The ACME directory URL. Absent: Let's Encrypt production."}
-	keyACMECARoot = &key{name: "caRoot", field: "CARoot", file: true, empty: "give the PEM file of the ACME server's root certificate, or remove it", kind: kindString, minLength: 1,
+	keyACMECARoot = &key{name: "caRoot", field: "CARoot", kind: kindString, file: true, minLength: 1, empty: "give the PEM file of the ACME server's root certificate, or remove it",
 		doc: "A PEM file of the root certificate(s) to trust when talking to ca, for a private ACME server. Absent: the system's roots."}
-	keyACMEStorage = &key{name: "storage", field: "Storage", file: true, empty: "give a writable directory such as /var/lib/sds/acme, or remove it", kind: kindString, minLength: 1,
+	keyACMEStorage = &key{name: "storage", field: "Storage", kind: kindString, file: true, minLength: 1, empty: "give a writable directory such as /var/lib/sds/acme, or remove it",
 		doc: "The directory holding the ACME account, keys and certificates. Absent: certmagic's default ($XDG_DATA_HOME/certmagic)."}
-	keyACMEHTTPListen = &key{name: "httpListen", field: "HTTPListen", empty: "give a cleartext address for HTTP-01 challenges such as 0.0.0.0:8081, or remove it", kind: kindString, minLength: 1,
+	keyACMEHTTPListen = &key{name: "httpListen", field: "HTTPListen", kind: kindString, minLength: 1, empty: "give a cleartext address for HTTP-01 challenges such as 0.0.0.0:8081, or remove it",
 		doc: "A cleartext host:port that answers HTTP-01 challenges. Absent: only TLS-ALPN-01, on the proxy port."}
 )
 
@@ -328,7 +328,7 @@ var routeSection = newSection("route", reflect.TypeFor[Route](), "A route: the r
 
 // The keys under a route's match (keyRouteMatch).
 var (
-	keyMatchMethods = &key{name: "methods", field: "Methods", kind: kindStrings, maxItems: maxMethods, pattern: methodPattern,
+	keyMatchMethods = &key{name: "methods", field: "Methods", kind: kindStrings, pattern: methodPattern, maxItems: maxMethods,
 		doc: "The request's method is one of these (upper case, such as [GET, HEAD]). Absent: any method."}
 	keyMatchPath = &key{name: "path", field: "Path", kind: kindString, pattern: "^/",
 		doc: "The exact path, starting with /. Normalised as requests are."}
@@ -353,19 +353,19 @@ var (
 		doc: "Degrade when more than this many upstream calls would be in flight."}
 	keyExceptionThreshold = &key{name: "exceptionThreshold", field: "ExceptionThreshold", kind: kindThreshold, def: int64(-1), unit: "exceptions per window",
 		doc: "Degrade when this many exceptions (transport errors, upstreamTimeout, 5xx) are in the window."}
-	keyExceptionRateThreshold = &key{name: "exceptionRateThreshold", field: "ExceptionRateThreshold", kind: kindThreshold, def: int64(-1), max: bound(100), unit: "percent",
+	keyExceptionRateThreshold = &key{name: "exceptionRateThreshold", field: "ExceptionRateThreshold", kind: kindThreshold, def: int64(-1), unit: "percent", max: bound(100),
 		doc: "Degrade when exceptions are at least this percent of the window's requests not degraded."}
 	keyExceptionRateStart = &key{name: "exceptionRateStart", field: "ExceptionRateStart", kind: kindInt, def: int64(0), unit: "requests per window",
 		doc: "The exception rate is not judged until the window holds more requests than this. Needs exceptionRateThreshold."}
-	keyTokenBucketGeneratedTokensInSecond = &key{name: "tokenBucketGeneratedTokensInSecond", field: "TokensPerSecond", kind: kindThreshold, def: int64(-1), max: bound(limiter.MaxTokensPerSecond), unit: "tokens per second",
+	keyTokenBucketGeneratedTokensInSecond = &key{name: "tokenBucketGeneratedTokensInSecond", field: "TokensPerSecond", kind: kindThreshold, def: int64(-1), unit: "tokens per second", max: bound(limiter.MaxTokensPerSecond),
 		doc: "A token bucket filled at this rate, full at start; a forwarded request takes a token, and none left degrades."}
 	keyTokenBucketSize = &key{name: "tokenBucketSize", field: "TokenBucketSize", kind: kindThreshold, def: int64(-1), unit: "tokens",
 		doc: "The token bucket's capacity: max(tokenBucketSize, tokenBucketGeneratedTokensInSecond). Needs tokenBucketGeneratedTokensInSecond."}
-	keyDowngradeRate = &key{name: "downgradeRate", field: "DowngradeRate", kind: kindInt, def: int64(100), min: bound(0), max: bound(100), unit: "percent",
+	keyDowngradeRate = &key{name: "downgradeRate", field: "DowngradeRate", kind: kindInt, def: int64(100), unit: "percent", min: bound(0), max: bound(100),
 		doc: "The percent of tripped requests actually degraded; 0 degrades none (strategies are still judged and reported)."}
-	keyDelayTime = &key{name: "delayTime", field: "DelayTime", sdsOff: true, kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
+	keyDelayTime = &key{name: "delayTime", field: "DelayTime", kind: kindDuration, def: int64(0), min: bound(-1), seconds: true, sdsOff: true,
 		doc: "After a trip, keep degrading this long without judging the strategies. 0 or -1: no delay."}
-	keyRetryInterval = &key{name: "retryInterval", field: "RetryInterval", sdsOff: true, kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
+	keyRetryInterval = &key{name: "retryInterval", field: "RetryInterval", kind: kindDuration, def: int64(0), min: bound(-1), seconds: true, sdsOff: true,
 		doc: "During the delay, let one probe through this often; a good probe ends the delay. Shorter than delayTime. 0 or -1: no probes."}
 	keyPressureTestDowngrade = &key{name: "pressureTestDowngrade", field: "PressureTestDowngrade", kind: kindBool, def: false,
 		doc: "Degrade pressure-test traffic (see pressureTestHeader) on this point at once."}
@@ -377,13 +377,13 @@ var (
 		doc: "Answer the fallback instead of 502 or 504 when the upstream call fails (transport error or upstreamTimeout)."}
 	keyFallback = &key{name: "fallback", field: "Fallback", kind: kindMapping, section: fallbackSection,
 		doc: "The answer of a degraded request. Absent: 429 with Retry-After for visit and token_bucket, 503 otherwise."}
-	keyRecoveryTime = &key{name: "recoveryTime", field: "RecoveryTime", sdsOff: true, kind: kindDuration, seconds: true, def: int64(0), min: bound(-1),
+	keyRecoveryTime = &key{name: "recoveryTime", field: "RecoveryTime", kind: kindDuration, def: int64(0), min: bound(-1), seconds: true, sdsOff: true,
 		doc: "A recovery ramp after each delay: the share of requests admitted rises linearly from recoveryStart percent to all of them over this time; the others are degraded as recovery, and a call that fails during the ramp trips the point again. Needs delayTime. 0 or -1: no ramp."}
-	keyRecoveryStart = &key{name: "recoveryStart", field: "RecoveryStart", show: showRecoveryStart, kind: kindInt, def: int64(limiter.DefaultRecoveryStart), min: bound(0), max: bound(100), unit: "percent",
+	keyRecoveryStart = &key{name: "recoveryStart", field: "RecoveryStart", kind: kindInt, def: int64(limiter.DefaultRecoveryStart), unit: "percent", min: bound(0), max: bound(100), show: showRecoveryStart,
 		doc: "The percent of requests the recovery ramp admits when it starts. Needs recoveryTime."}
-	keySheddableShare = &key{name: "sheddableShare", field: "SheddableShare", show: showSheddableShare, kind: kindInt, def: int64(limiter.DefaultSheddableShare), min: bound(0), max: bound(100), unit: "percent",
+	keySheddableShare = &key{name: "sheddableShare", field: "SheddableShare", kind: kindInt, def: int64(limiter.DefaultSheddableShare), unit: "percent", min: bound(0), max: bound(100), show: showSheddableShare,
 		doc: "A request of priority sheddable passes each count threshold (visitThreshold, the token bucket, concurrentThreshold, the adaptive limit) only while the point's whole count, every priority's requests and itself included, is at most this percent of it; past it, it is degraded (Sds-Degraded gains ; priority=sheddable) while other requests use the rest, kept for their bursts. Such a degradation is no trip. Needs a route of priority sheddable and a count threshold."}
-	keyAdaptiveConcurrency = &key{name: "adaptiveConcurrency", field: "AdaptiveConcurrency", show: showOn, kind: kindMapping, section: adaptiveSection,
+	keyAdaptiveConcurrency = &key{name: "adaptiveConcurrency", field: "AdaptiveConcurrency", kind: kindMapping, section: adaptiveSection, show: showOn,
 		doc: "A limit on the upstream calls in flight that finds the calls the upstream serves at once from its latency against its minimum (Little's law, after TCP Vegas and BBR); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
 	keyClusterTokenBucket = &key{name: "clusterTokenBucket", field: "ClusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
 		doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."}
@@ -394,15 +394,15 @@ var pointSection = newSection("point", reflect.TypeFor[Point](), "A protected po
 
 // The keys under a point's adaptiveConcurrency (keyAdaptiveConcurrency).
 var (
-	keyAdaptiveMinLimit = &key{name: "minLimit", field: "MinLimit", show: showOrDefault, kind: kindInt, def: int64(limiter.DefaultAdaptiveMinLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
+	keyAdaptiveMinLimit = &key{name: "minLimit", field: "MinLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMinLimit), unit: "calls in flight", min: bound(1), max: bound(limiter.MaxAdaptiveLimit), show: showOrDefault,
 		doc: "The lowest limit, and the first: from it the limit doubles each round that fills it without a queue."}
-	keyAdaptiveMaxLimit = &key{name: "maxLimit", field: "MaxLimit", show: showOrDefault, kind: kindInt, def: int64(limiter.DefaultAdaptiveMaxLimit), min: bound(1), max: bound(limiter.MaxAdaptiveLimit), unit: "calls in flight",
+	keyAdaptiveMaxLimit = &key{name: "maxLimit", field: "MaxLimit", kind: kindInt, def: int64(limiter.DefaultAdaptiveMaxLimit), unit: "calls in flight", min: bound(1), max: bound(limiter.MaxAdaptiveLimit), show: showOrDefault,
 		doc: "The highest limit; at least minLimit."}
-	keyAdaptiveInterval = &key{name: "interval", field: "Interval", show: showOrDefault, kind: kindDuration, def: limiter.DefaultAdaptiveInterval.String(), min: bound(1),
+	keyAdaptiveInterval = &key{name: "interval", field: "Interval", kind: kindDuration, def: limiter.DefaultAdaptiveInterval.String(), min: bound(1), show: showOrDefault,
 		doc: "The shortest round: how often the limit is worked out again from the calls that ended well in it (their mean upstream time and the calls in flight when they entered); a round lasts the last mean latency if that is longer; at least 1ms."}
-	keyAdaptiveTolerance = &key{name: "tolerance", field: "Tolerance", show: showOrDefault, kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), min: bound(0), max: bound(1000), unit: "percent",
+	keyAdaptiveTolerance = &key{name: "tolerance", field: "Tolerance", kind: kindInt, def: int64(limiter.DefaultAdaptiveTolerance), unit: "percent", min: bound(0), max: bound(1000), show: showOrDefault,
 		doc: "How far above its minimum the latency may rise before the limit shrinks: the queue the upstream may hold, in percent of the calls it serves and at least one call. The limit settles near the capacity plus this share of it."}
-	keyAdaptiveMinLatencyInterval = &key{name: "minLatencyInterval", field: "MinLatencyInterval", show: showOrDefault, kind: kindDuration, seconds: true, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1),
+	keyAdaptiveMinLatencyInterval = &key{name: "minLatencyInterval", field: "MinLatencyInterval", kind: kindDuration, def: limiter.DefaultAdaptiveMinLatencyInterval.String(), min: bound(1), seconds: true, show: showOrDefault,
 		doc: "How often the minimum latency is measured again after the startup (the limit is held at 3/4 of itself, at least minLimit, until 25 calls entered since have ended); at least interval."}
 )
 
@@ -415,19 +415,19 @@ var (
 		doc: "Redis host:port addresses: one server, several nodes of a Redis Cluster, or the sentinels with masterName. At least one."}
 	keyClusterUsername = &key{name: "username", field: "Username", kind: kindString,
 		doc: "The ACL user. Absent: the default user."}
-	keyClusterPasswordFile = &key{name: "passwordFile", field: "PasswordFile", file: true, kind: kindString, minLength: 1,
+	keyClusterPasswordFile = &key{name: "passwordFile", field: "PasswordFile", kind: kindString, file: true, minLength: 1,
 		doc: "A file holding the Redis servers' password (a Kubernetes Secret mounted as a file; sentinels are asked without one), read for every new connection so that a rotated password applies without a restart. A relative path is resolved against the config file's directory."}
 	keyClusterTLS = &key{name: "tls", field: "TLS", kind: kindMapping, section: clusterTLSSection,
 		doc: "Speak TLS to Redis. {} trusts the system's roots."}
-	keyClusterDB = &key{name: "db", field: "DB", outside: "%[1]v is negative; Redis numbers its databases from 0", kind: kindInt, def: int64(0), min: bound(0), unit: "database number",
+	keyClusterDB = &key{name: "db", field: "DB", kind: kindInt, def: int64(0), unit: "database number", min: bound(0), outside: "%[1]v is negative; Redis numbers its databases from 0",
 		doc: "The database number; a Redis Cluster has only 0."}
-	keyClusterMasterName = &key{name: "masterName", field: "MasterName", empty: "give the Sentinel master set's name, or remove the key", kind: kindString, minLength: 1,
+	keyClusterMasterName = &key{name: "masterName", field: "MasterName", kind: kindString, minLength: 1, empty: "give the Sentinel master set's name, or remove the key",
 		doc: "The Sentinel master set's name; addresses are then the sentinels'. The proxies follow a failover."}
 	keyClusterKeyPrefix = &key{name: "keyPrefix", field: "KeyPrefix", kind: kindString, def: DefaultClusterKeyPrefix,
 		doc: "Starts every key the proxies write; a bucket's key is keyPrefix + \"bucket:\" + the point's name."}
-	keyClusterTimeout = &key{name: "timeout", field: "Timeout", outside: "%[1]v is not from %[2]v to %[3]v; it bounds each background call to Redis (default " + DefaultClusterTimeout.String() + ")", kind: kindDuration, def: DefaultClusterTimeout.String(), min: bound(1), max: bound(maxClusterTimeout.Milliseconds()),
+	keyClusterTimeout = &key{name: "timeout", field: "Timeout", kind: kindDuration, def: DefaultClusterTimeout.String(), min: bound(1), max: bound(maxClusterTimeout.Milliseconds()), outside: "%[1]v is not from %[2]v to %[3]v; it bounds each background call to Redis (default " + DefaultClusterTimeout.String() + ")",
 		doc: "Bounds every background call to Redis (dial, write, read); past it Redis counts as failed and each point falls back to its share."}
-	keyClusterReplicas = &key{name: "replicas", field: "Replicas", outside: "%[1]v is not from %[2]v to %[3]v; give the number of proxies sharing the buckets", kind: kindInt, def: int64(1), min: bound(1), max: bound(maxReplicas), unit: "proxies",
+	keyClusterReplicas = &key{name: "replicas", field: "Replicas", kind: kindInt, def: int64(1), unit: "proxies", min: bound(1), max: bound(maxReplicas), outside: "%[1]v is not from %[2]v to %[3]v; give the number of proxies sharing the buckets",
 		doc: "How many proxies share the buckets (the Deployment's replicas): while Redis fails, each counts on tokensPerSecond / replicas."}
 )
 
@@ -436,11 +436,11 @@ var clusterSection = newDefaultsSection("", reflect.TypeFor[Cluster](), "The Red
 
 // The keys under cluster.tls (keyClusterTLS).
 var (
-	keyClusterTLSCAFile = &key{name: "caFile", field: "CAFile", file: true, kind: kindString, minLength: 1,
+	keyClusterTLSCAFile = &key{name: "caFile", field: "CAFile", kind: kindString, file: true, minLength: 1,
 		doc: "A PEM file of the roots to trust. Absent: the system's roots."}
-	keyClusterTLSCertFile = &key{name: "certFile", field: "CertFile", file: true, kind: kindString, minLength: 1,
+	keyClusterTLSCertFile = &key{name: "certFile", field: "CertFile", kind: kindString, file: true, minLength: 1,
 		doc: "A PEM client certificate; with keyFile."}
-	keyClusterTLSKeyFile = &key{name: "keyFile", field: "KeyFile", file: true, kind: kindString, minLength: 1,
+	keyClusterTLSKeyFile = &key{name: "keyFile", field: "KeyFile", kind: kindString, file: true, minLength: 1,
 		doc: "The PEM private key of certFile."}
 	keyClusterTLSServerName = &key{name: "serverName", field: "ServerName", kind: kindString, minLength: 1,
 		doc: "The name to verify the server's certificate against. Absent: the address's host."}
@@ -451,9 +451,9 @@ var clusterTLSSection = newSection("clusterTLS", reflect.TypeFor[ClusterTLS](), 
 
 // The keys under a point's clusterTokenBucket (keyClusterTokenBucket).
 var (
-	keyClusterBucketTokensPerSecond = &key{name: "tokensPerSecond", field: "TokensPerSecond", outside: "%[1]v is not from %[2]v to %[3]v", show: showFigure, kind: kindInt, min: bound(1), max: bound(maxClusterTokensPerSec), unit: "tokens per second",
+	keyClusterBucketTokensPerSecond = &key{name: "tokensPerSecond", field: "TokensPerSecond", kind: kindInt, unit: "tokens per second", min: bound(1), max: bound(maxClusterTokensPerSec), outside: "%[1]v is not from %[2]v to %[3]v", show: showFigure,
 		doc: "The shared bucket fills at this rate, whatever the number of proxies. Required."}
-	keyClusterBucketSize = &key{name: "size", field: "Size", outside: "%[1]v is not from %[2]v to %[3]v tokens", show: showFigure, kind: kindInt, min: bound(1), max: bound(maxClusterBucketSize), unit: "tokens",
+	keyClusterBucketSize = &key{name: "size", field: "Size", kind: kindInt, unit: "tokens", min: bound(1), max: bound(maxClusterBucketSize), outside: "%[1]v is not from %[2]v to %[3]v tokens", show: showFigure,
 		doc: "The most tokens the shared bucket holds (the burst across all proxies); it starts full. Absent: tokensPerSecond."}
 )
 
@@ -462,17 +462,17 @@ var clusterBucketSection = newSection("", reflect.TypeFor[ClusterTokenBucket](),
 
 // The keys under a point's fallback (keyFallback).
 var (
-	keyFallbackStatus = &key{name: "status", field: "Status", outside: "%[1]v is not a status a response can end with; write one from %[2]v to %[3]v, such as 503 (1xx are informational)", show: showOrDefault, kind: kindInt, min: bound(200), max: bound(599), unit: "HTTP status",
+	keyFallbackStatus = &key{name: "status", field: "Status", kind: kindInt, unit: "HTTP status", min: bound(200), max: bound(599), outside: "%[1]v is not a status a response can end with; write one from %[2]v to %[3]v, such as 503 (1xx are informational)", show: showOrDefault,
 		doc: "The status. Absent: 429 for visit and token_bucket trips, 503 otherwise."}
 	keyFallbackHeaders = &key{name: "headers", field: "Headers", kind: kindHeaders,
 		doc: "Response headers: a name and a value, or a list of values."}
-	keyFallbackBody = &key{name: "body", field: "Body", sets: "BodySet", show: showBody, kind: kindString,
+	keyFallbackBody = &key{name: "body", field: "Body", kind: kindString, sets: "BodySet", show: showBody,
 		doc: "The response body (or bodyFile, not both)."}
-	keyFallbackBodyFile = &key{name: "bodyFile", field: "BodyFile", file: true, empty: "give the path of the body's file, or use body:", sets: "BodySet", want: "a path", kind: kindString,
+	keyFallbackBodyFile = &key{name: "bodyFile", field: "BodyFile", kind: kindString, file: true, empty: "give the path of the body's file, or use body:", want: "a path", sets: "BodySet",
 		doc: "A file holding the response body, read when the config loads; relative to the config file's directory."}
-	keyFallbackGRPCStatus = &key{name: "grpcStatus", field: "GRPCStatus", outside: "%[1]v is not a gRPC status code; write one from %[2]v to %[3]v, such as 14 (UNAVAILABLE) or 8 (RESOURCE_EXHAUSTED)", sets: "GRPCStatusSet", show: showGRPCStatus, kind: kindInt, def: int64(14), min: bound(0), max: bound(maxGRPCStatus), unit: "gRPC status code",
+	keyFallbackGRPCStatus = &key{name: "grpcStatus", field: "GRPCStatus", kind: kindInt, def: int64(14), unit: "gRPC status code", min: bound(0), max: bound(maxGRPCStatus), outside: "%[1]v is not a gRPC status code; write one from %[2]v to %[3]v, such as 14 (UNAVAILABLE) or 8 (RESOURCE_EXHAUSTED)", sets: "GRPCStatusSet", show: showGRPCStatus,
 		doc: "The grpc-status gRPC calls get instead of the HTTP answer (14 UNAVAILABLE, 8 RESOURCE_EXHAUSTED ...)."}
-	keyFallbackGRPCMessage = &key{name: "grpcMessage", field: "GRPCMessage", empty: "remove it for the default message, which names the point and the strategy", outside: "%[1]v bytes is more than %[3]v; gRPC clients refuse large headers, so keep it short", kind: kindString, minLength: 1, maxLength: maxGRPCMessage,
+	keyFallbackGRPCMessage = &key{name: "grpcMessage", field: "GRPCMessage", kind: kindString, outside: "%[1]v bytes is more than %[3]v; gRPC clients refuse large headers, so keep it short", minLength: 1, maxLength: maxGRPCMessage, empty: "remove it for the default message, which names the point and the strategy",
 		doc: "The grpc-message gRPC calls get. Absent: a message naming the point and the strategy."}
 )
 
