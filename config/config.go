@@ -1,7 +1,8 @@
 // Package config reads sds.yaml: the schema of the README's Configuration
 // section, strict decoding with
-// line:col positions, defaults, validation that gathers every problem, the
-// difference between two configs, and a watcher that hot-reloads the file.
+// line:col positions, defaults, validation that gathers every problem, and
+// the difference between two configs. Package config/watch hot-reloads
+// the file.
 //
 // The types here are plain values. The cmd package translates them into
 // proxy and limiter types once per load; nothing below cmd reads a *File per

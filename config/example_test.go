@@ -1,7 +1,6 @@
 package config_test
 
 import (
-	"context"
 	"fmt"
 	"log"
 
@@ -72,30 +71,4 @@ points: {a: {visitThreshold: 20}, b: {concurrentThreshold: 8}}
 	}
 	fmt.Println(config.Diff(old, cur))
 	// Output: points added [b], changed [a]; routes changed; needs restart [listen]
-}
-
-func ExampleWatcher() {
-	current, err := config.Load("sds.yaml", config.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	w, err := config.NewWatcher("sds.yaml", config.Options{}, current)
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go w.Run(ctx)
-	// On SIGHUP: w.Reload()
-	for r := range w.Results() {
-		switch {
-		case r.Err != nil:
-			log.Printf("config rejected, the last good one stays in force:\n%v", r.Err)
-		case r.Unchanged:
-			log.Print("config unchanged")
-		default:
-			log.Printf("config applied: %v", r.Change)
-			// Build the new proxy and limiter snapshot from r.File, then swap it in.
-		}
-	}
 }

@@ -88,7 +88,7 @@ func cgroupV1Limit(readFile func(string) ([]byte, error)) (int64, string, error)
 }
 
 // reloadGCPercent is Go's GC percent while a reload parses the config file
-// and builds the request path's new config (config.Watcher.Build) beside
+// and builds the request path's new config (instance.watch) beside
 // the config in force. The heap's goal is then the live heap plus a tenth,
 // not twice it: with live L and a second config T held for the reload,
 // the goal is 1.1(L+T) where it was 2(L+T), which stays under the serving

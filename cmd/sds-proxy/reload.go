@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/config/watch"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/cluster"
@@ -38,17 +39,17 @@ func apply(h *proxy.Handler, conns *connlimit.Limiter, cl *cluster.Client, f *co
 // line (a warning with the reason when inotify failed and the file is
 // polled) and sds_config_watch_mode. Applied and rejected reloads go into
 // the event history too.
-func reportReloads(ctx context.Context, w *config.Watcher, m *reloadMetrics, status *reloadStatus, history *events.Log, log *zap.Logger) {
+func reportReloads(ctx context.Context, w *watch.Watcher, m *reloadMetrics, status *reloadStatus, history *events.Log, log *zap.Logger) {
 	for {
-		var res config.Result
+		var res watch.Result
 		select {
 		case <-ctx.Done():
 			return
 		case c := <-w.ModeChanges():
 			// Readiness does not change: a polled file still reloads.
 			m.SetWatchMode(c.Mode.String())
-			if c.Mode == config.WatchPolling {
-				log.Warn("config watch falls back to polling", zap.Duration("interval", config.PollInterval), zap.Error(c.Reason))
+			if c.Mode == watch.Polling {
+				log.Warn("config watch falls back to polling", zap.Duration("interval", watch.PollInterval), zap.Error(c.Reason))
 			} else {
 				log.Info("config watch mode", zap.String("mode", c.Mode.String()))
 			}

@@ -221,7 +221,7 @@ func opened(t *testing.T, path string, timeout time.Duration) bool {
 func TestWatchInotifyExhausted(t *testing.T) {
 	// Not parallel: it holds every inotify instance of UID 65532 and makes
 	// the shared binary directory readable to it, and it times polls
-	// against config.PollInterval.
+	// against watch.PollInterval.
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: to run the proxy and the inotify holder as UID 65532")
 	}
@@ -248,7 +248,7 @@ func TestWatchInotifyExhausted(t *testing.T) {
 		t.Fatalf("visitThreshold 0: got %v, want degraded", r)
 	}
 
-	// Edits apply by polling, within about config.PollInterval (2s).
+	// Edits apply by polling, within about watch.PollInterval (2s).
 	var took []time.Duration
 	for i := range 3 {
 		took = append(took, e.applied([]string{"1000", "0"}[i%2], wait))

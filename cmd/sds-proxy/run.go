@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/config/watch"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 	"github.com/sds-proxy/sds-proxy/proxy/cluster"
@@ -326,14 +327,21 @@ func (in *instance) serve(file *config.File) {
 
 // watch hot-reloads the config file until ctx is done: each file the
 // request path accepts is applied (apply), and every attempt reported.
-func (in *instance) watch(ctx context.Context, file *config.File, opts config.Options) (*config.Watcher, error) {
-	w, err := config.NewWatcher(file.Path, opts, file)
+// The parse of a changed file and the request path's build of it hold a
+// second config beside the one in force, so both run with the GC
+// collecting more often (lowGCDuring).
+func (in *instance) watch(ctx context.Context, file *config.File, opts config.Options) (*watch.Watcher, error) {
+	w, err := watch.New(file.Path, opts, file)
 	if err != nil {
 		return nil, err
 	}
-	w.Build = lowGCDuring
-	w.Accept = func(f *config.File) error {
-		if err := apply(in.handler, in.conns, in.cluster, f); err != nil {
+	w.Parse = func(path string, data []byte) (f *config.File, err error) {
+		lowGCDuring(func() { f, err = config.Parse(path, data, opts) })
+		return f, err
+	}
+	w.Accept = func(f *config.File) (err error) {
+		lowGCDuring(func() { err = apply(in.handler, in.conns, in.cluster, f) })
+		if err != nil {
 			return err
 		}
 		in.token.Store(&f.AdminToken)

@@ -1,4 +1,10 @@
-package config
+// Package watch hot-reloads a config file (Watcher): it watches the file's
+// directory with fsnotify, follows editors' renames, a ConfigMap's symlink
+// swaps and a deleted directory's return, polls the file while inotify
+// cannot be used, and hands each new, valid config to its caller. What a
+// config holds, how it parses and which of its changes need a restart is
+// package config's.
+package watch
 
 import (
 	"bytes"
@@ -14,6 +20,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/sds-proxy/sds-proxy/config"
 )
 
 // The watcher's timing. A file is re-read debounce after the last event in
@@ -25,7 +33,7 @@ const (
 )
 
 // PollInterval is how often the file is read while inotify is unavailable
-// (WatchPolling): an edit then applies within about 2s instead of 100ms.
+// (Polling): an edit then applies within about 2s instead of 100ms.
 // A poll reads the file and parses it only when its bytes changed, so an
 // idle proxy pays one read of at most 1 MiB per interval.
 const PollInterval = 2 * time.Second
@@ -42,27 +50,27 @@ const inotifyRetry = time.Minute
 // moment; a failure is reported only when it is still there settle later.
 const settle = 250 * time.Millisecond
 
-// WatchMode is how a Watcher learns that the file changed. The zero value
+// Mode is how a Watcher learns that the file changed. The zero value
 // means Run has not started.
-type WatchMode int32
+type Mode int32
 
 const (
-	// WatchInotify is event-driven: fsnotify watches the file's directory
+	// Inotify is event-driven: fsnotify watches the file's directory
 	// (inotify on Linux, the system's own mechanism elsewhere).
-	WatchInotify WatchMode = iota + 1
-	// WatchPolling reads the file every PollInterval, because inotify
+	Inotify Mode = iota + 1
+	// Polling reads the file every PollInterval, because inotify
 	// could not be used: the user's instances or watches are used up
 	// (fs.inotify.max_user_instances is counted per UID per node), or
 	// the event stream failed.
-	WatchPolling
+	Polling
 )
 
 // String returns "inotify", "polling", or "" for the zero value.
-func (m WatchMode) String() string {
+func (m Mode) String() string {
 	switch m {
-	case WatchInotify:
+	case Inotify:
 		return "inotify"
-	case WatchPolling:
+	case Polling:
 		return "polling"
 	}
 	return ""
@@ -70,8 +78,8 @@ func (m WatchMode) String() string {
 
 // ModeChange reports that a Watcher now watches in Mode.
 type ModeChange struct {
-	Mode WatchMode
-	// Reason says why inotify was given up; nil for WatchInotify.
+	Mode Mode
+	// Reason says why inotify was given up; nil for Inotify.
 	Reason error
 }
 
@@ -79,15 +87,15 @@ type ModeChange struct {
 type Result struct {
 	// File is the config in force after the attempt: the new one when it
 	// applied, the previous one when Unchanged. nil when Err is set.
-	File *File
+	File *config.File
 	// Err says why the file was not applied: it could not be read, is
-	// invalid (an Errors), or Accept refused it. The last good config
+	// invalid (a config.Errors), or Accept refused it. The last good config
 	// stays in force.
 	Err error
 	// Change is what changed from the previous config in force. Its
 	// NeedsRestart compares with the config the watcher started with, so a
 	// restart-only change is reported on each reload until a restart.
-	Change Change
+	Change config.Change
 	// Forced is true for a reload asked for by Reload.
 	Forced bool
 	// Unchanged is true when the file holds the config already in force.
@@ -122,27 +130,27 @@ type Watcher struct {
 	// refused file is reported as a failure (Result.Err) and the config in
 	// force stays the one before, so a later Reload tries it again. nil
 	// accepts every valid file. Set it before Run.
-	Accept func(*File) error
-	// Build, when set, runs each parse of a file that changed, and each
-	// Accept: the work that builds a second config beside the one in
-	// force. It calls build once and returns when build has. The proxy
-	// lowers the GC's percent there (cmd/sds-proxy/memlimit.go); nil runs
-	// them as they are. Set it before Run.
-	Build func(build func())
+	Accept func(*config.File) error
+	// Parse, if set, makes the config of data, the bytes of the file read
+	// through path (the file's absolute path), on Run's goroutine, in
+	// place of config.Parse with the Options given to New. It runs only
+	// for bytes that differ from the config in force's, or when those
+	// read other files (config.File.ReadsOtherFiles). Set it before Run.
+	Parse func(path string, data []byte) (*config.File, error)
 
 	path string
-	opts Options
+	opts config.Options
 	// boot is the part of the config the process started with that a
 	// change of needs a restart (restartPart): not the whole config, which
 	// would hold a second set of points once a reload replaces it.
-	boot    *File
-	applied atomic.Pointer[File]
+	boot    *config.File
+	applied atomic.Pointer[config.File]
 	// failed identifies the last failure reported, "" after a success.
 	failed  string
 	results chan Result
 	reload  chan struct{}
 
-	mode  atomic.Int32             // a WatchMode
+	mode  atomic.Int32             // a Mode
 	modes chan ModeChange          // capacity 1: the latest change not yet received
 	start func() (notifier, error) // opens fsnotify; tests make it fail
 	// polled identifies what the previous poll read (a hash of the bytes,
@@ -177,11 +185,11 @@ func newFSNotifier() (notifier, error) {
 	return fsNotifier{w}, nil
 }
 
-// NewWatcher returns a watcher of the config file at path, parsed with
+// New returns a watcher of the config file at path, parsed with
 // opts, whose config now in force is current (nil: none yet, so the first
 // valid file applies). current's restart-only settings are those the
 // process runs with.
-func NewWatcher(path string, opts Options, current *File) (*Watcher, error) {
+func New(path string, opts config.Options, current *config.File) (*Watcher, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -189,7 +197,7 @@ func NewWatcher(path string, opts Options, current *File) (*Watcher, error) {
 	w := &Watcher{
 		path:    abs,
 		opts:    opts,
-		boot:    restartPart(current),
+		boot:    config.RestartPart(current),
 		results: make(chan Result),
 		reload:  make(chan struct{}, 1),
 		modes:   make(chan ModeChange, 1),
@@ -211,11 +219,11 @@ func (w *Watcher) ModeChanges() <-chan ModeChange { return w.modes }
 
 // Mode returns the watch mode in force, 0 before Run chose one. Safe to
 // call from any goroutine.
-func (w *Watcher) Mode() WatchMode { return WatchMode(w.mode.Load()) }
+func (w *Watcher) Mode() Mode { return Mode(w.mode.Load()) }
 
 // Current returns the config in force: the last one applied, or the one
-// NewWatcher was given. Safe to call from any goroutine.
-func (w *Watcher) Current() *File { return w.applied.Load() }
+// New was given. Safe to call from any goroutine.
+func (w *Watcher) Current() *config.File { return w.applied.Load() }
 
 // Reload asks Run to re-read the file now (for SIGHUP), in any mode. It
 // does not block; requests made while one is pending count once.
@@ -235,7 +243,7 @@ func (w *Watcher) Run(ctx context.Context) {
 		if reason == nil {
 			break
 		}
-		w.setMode(WatchPolling, reason)
+		w.setMode(Polling, reason)
 		w.poll(ctx, inotifyRetry)
 	}
 }
@@ -252,13 +260,13 @@ func (w *Watcher) runInotify(ctx context.Context) error {
 	if err := dirs.sync(); err != nil {
 		return err
 	}
-	w.setMode(WatchInotify, nil)
+	w.setMode(Inotify, nil)
 	return w.loop(ctx, n.Events(), n.Errors(), dirs.sync)
 }
 
 // setMode records the mode in force and reports it when it changed.
-func (w *Watcher) setMode(m WatchMode, reason error) {
-	if WatchMode(w.mode.Swap(int32(m))) == m {
+func (w *Watcher) setMode(m Mode, reason error) {
+	if Mode(w.mode.Swap(int32(m))) == m {
 		return
 	}
 	select {
@@ -355,7 +363,7 @@ func (w *Watcher) poll(ctx context.Context, span time.Duration) {
 // the previous poll's.
 func (w *Watcher) pollOnce(ctx context.Context) {
 	var key string
-	if data, err := readFile(w.path, maxFileSize); err != nil {
+	if data, err := config.ReadFile(w.path); err != nil {
 		key = "read " + err.Error()
 	} else {
 		sum := sha256.Sum256(data)
@@ -375,10 +383,7 @@ func (w *Watcher) check(ctx context.Context, forced bool) {
 	if !forced && w.failed == "" && w.unchanged() {
 		return
 	}
-	var f *File
-	var key string
-	var err error
-	w.building(func() { f, key, err = w.attempt() })
+	f, key, err := w.attempt()
 	if err != nil && (forced || key != w.failed) {
 		t := time.NewTimer(settle)
 		select {
@@ -387,14 +392,14 @@ func (w *Watcher) check(ctx context.Context, forced bool) {
 			t.Stop()
 			return
 		}
-		w.building(func() { f, key, err = w.attempt() })
+		f, key, err = w.attempt()
 	}
 	if err != nil {
 		w.fail(ctx, key, err, forced)
 		return
 	}
 	prev := w.applied.Load()
-	change := Diff(prev, f)
+	change := config.Diff(prev, f)
 	if prev != nil && prev.Hash == f.Hash && change.Empty() {
 		if forced || w.failed != "" {
 			w.failed = ""
@@ -403,57 +408,50 @@ func (w *Watcher) check(ctx context.Context, forced bool) {
 		return
 	}
 	if w.Accept != nil {
-		var err error
-		w.building(func() { err = w.Accept(f) })
-		if err != nil {
+		if err := w.Accept(f); err != nil {
 			w.fail(ctx, f.Hash+" refused: "+err.Error(), err, forced)
 			return
 		}
 	}
 	if w.boot != nil {
-		change.NeedsRestart = restart(w.boot, f)
+		change.NeedsRestart = config.NeedsRestart(w.boot, f)
 	}
 	w.failed = ""
 	w.applied.Store(f)
 	w.send(ctx, Result{File: f, Change: change, Forced: forced})
 }
 
-// building runs build inside Build, when set.
-func (w *Watcher) building(build func()) {
-	if w.Build == nil {
-		build()
-		return
-	}
-	w.Build(build)
-}
-
 // unchanged reports whether the file holds the bytes of the config in
-// force, which read no other file (File.namesOtherFiles): parsing them
-// again would make the config in force again. This spares a parse, the
-// heaviest work of a reload (it allocates many times the file's size, and
-// holds a second config beside the one in force: docs/benchmarks.md,
+// force, which read no other file (config.File.ReadsOtherFiles): parsing
+// them again would make the config in force again. This spares a parse,
+// the heaviest work of a reload (it allocates many times the file's size,
+// and holds a second config beside the one in force: docs/benchmarks.md,
 // "10,000 points in 128 MiB"), to each event that leaves the file as it
 // was, the first check of Run among them.
 func (w *Watcher) unchanged() bool {
 	prev := w.applied.Load()
-	if prev == nil || prev.Raw == nil || prev.namesOtherFiles() {
+	if prev == nil || prev.Raw == nil || prev.ReadsOtherFiles() {
 		return false
 	}
-	data, err := readFile(w.path, maxFileSize)
+	data, err := config.ReadFile(w.path)
 	return err == nil && bytes.Equal(data, prev.Raw)
 }
 
 // attempt reads and parses the file once. On failure, key identifies the
 // failure: the read error, or the bytes read and the parse error.
-func (w *Watcher) attempt() (f *File, key string, err error) {
-	data, err := readFile(w.path, maxFileSize)
+func (w *Watcher) attempt() (f *config.File, key string, err error) {
+	data, err := config.ReadFile(w.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		err = fmt.Errorf("%s is missing; the last good config stays in force until it comes back: %w", w.path, err)
 	}
 	if err != nil {
 		return nil, "read " + err.Error(), err
 	}
-	f, err = Parse(w.path, data, w.opts)
+	if w.Parse != nil {
+		f, err = w.Parse(w.path, data)
+	} else {
+		f, err = config.Parse(w.path, data, w.opts)
+	}
 	if err != nil {
 		sum := sha256.Sum256(data)
 		return nil, hex.EncodeToString(sum[:]) + err.Error(), err

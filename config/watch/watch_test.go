@@ -1,6 +1,7 @@
-package config
+package watch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,12 +15,43 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/limiter"
 )
+
+// valid is the smallest valid file; point p's settings follow it.
+const valid = `upstream: http://127.0.0.1:9000
+routes:
+  - point: p
+    match: {}
+points:
+  p:
+`
+
+// withPoint returns valid with the lines of point p's settings appended,
+// indented under p.
+func withPoint(lines string) string {
+	var b strings.Builder
+	b.WriteString(valid)
+	for line := range strings.SplitSeq(strings.TrimSuffix(lines, "\n"), "\n") {
+		b.WriteString("    " + line + "\n")
+	}
+	return b.String()
+}
 
 // configWith returns a valid config whose only point has visitThreshold
 // visits.
 func configWith(visits int) string {
 	return withPoint(fmt.Sprintf("visitThreshold: %d", visits))
+}
+
+// sdsValue returns t as the file spells it: -1 when off.
+func sdsValue(t limiter.Threshold) int64 {
+	if n, on := t.Get(); on {
+		return n
+	}
+	return -1
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -68,11 +100,11 @@ func newTestWatcher(t *testing.T, visits int) (*Watcher, string) {
 // in force is it.
 func watcherOf(t *testing.T, path string) *Watcher {
 	t.Helper()
-	current, err := Load(path, Options{})
+	current, err := config.Load(path, config.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := NewWatcher(path, Options{}, current)
+	w, err := New(path, config.Options{}, current)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +308,7 @@ func watch(t *testing.T, path string) *Watcher {
 }
 
 // watchAccepting is watch with the watcher's Accept set to accept.
-func watchAccepting(t *testing.T, path string, accept func(*File) error) *Watcher {
+func watchAccepting(t *testing.T, path string, accept func(*config.File) error) *Watcher {
 	t.Helper()
 	w := watcherOf(t, path)
 	w.Accept = accept
@@ -369,7 +401,7 @@ func newConfigFile(t *testing.T) string {
 func TestWatchAcceptRefuses(t *testing.T) {
 	path := newConfigFile(t)
 	refused := errors.New("the limiter refuses visitThreshold 5")
-	w := watchAccepting(t, path, func(f *File) error {
+	w := watchAccepting(t, path, func(f *config.File) error {
 		if sdsValue(f.Points[0].VisitThreshold) == 5 {
 			return refused
 		}
@@ -555,7 +587,7 @@ func TestWatchInvalidKeepsLastGood(t *testing.T) {
 
 	writeFile(t, path, withPoint("visitThreshold: 2\nconcurrentThreshold: 0"))
 	r := waitErr(t, w, path+":8:26: concurrentThreshold: 0 would degrade every request")
-	var errs Errors
+	var errs config.Errors
 	if !errors.As(r.Err, &errs) || r.File != nil {
 		t.Fatalf("invalid: got %+v (err %v), want Errors and no config", r, r.Err)
 	}
@@ -656,38 +688,30 @@ func TestWatchRestartAgainstBoot(t *testing.T) {
 	})
 }
 
-// TestWatchBuild: a file that changed is parsed, and accepted, inside
-// Build; a file left as it is is not parsed, so Build does not run.
-func TestWatchBuild(t *testing.T) {
+// TestWatchParse: a file that changed is made a config by Parse, with its
+// absolute path and its bytes, and what Parse returns is what applies; a
+// file left as it is is not parsed, so Parse does not run.
+func TestWatchParse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w, path := newTestWatcher(t, 1)
-		var inside bool
-		builds := 0
-		w.Build = func(build func()) {
-			builds++
-			inside = true
-			defer func() { inside = false }()
-			build()
-		}
-		w.Accept = func(*File) error {
-			if !inside {
-				t.Error("Accept ran outside Build")
-			}
-			return nil
+		var parsed []string
+		w.Parse = func(p string, data []byte) (*config.File, error) {
+			parsed = append(parsed, p)
+			return config.Parse(p, bytes.Replace(data, []byte("visitThreshold: 2"), []byte("visitThreshold: 3"), 1), config.Options{})
 		}
 		events, stop := startLoop(t, w)
 		defer stop()
 		synctest.Wait()
-		if builds != 0 {
-			t.Errorf("the first check of the file in force ran Build %d times, want 0", builds)
+		if len(parsed) != 0 {
+			t.Errorf("the first check of the file in force ran Parse %d times, want 0", len(parsed))
 		}
 		writeFile(t, path, configWith(2))
 		events <- fsnotify.Event{Name: path, Op: fsnotify.Write}
-		if r := <-w.Results(); r.Err != nil || visits(r) != 2 {
-			t.Fatalf("got %+v, want visitThreshold 2", r)
+		if r := <-w.Results(); r.Err != nil || visits(r) != 3 {
+			t.Fatalf("got %+v, want visitThreshold 3, as Parse made it", r)
 		}
-		if builds != 2 { // the parse, then Accept
-			t.Errorf("a changed file ran Build %d times, want 2", builds)
+		if len(parsed) != 1 || parsed[0] != path {
+			t.Errorf("Parse ran for %q, want once for %q", parsed, path)
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package config
+package watch
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/sds-proxy/sds-proxy/config"
 )
 
 // fakeNotifier stands in for fsnotify: a test sends its events and errors,
@@ -126,7 +128,7 @@ func TestRunPolls(t *testing.T) {
 		}
 		runWatcher(t, w)
 		c := nextMode(t, w)
-		if c.Mode != WatchPolling || !errors.Is(c.Reason, syscall.EMFILE) || w.Mode() != WatchPolling {
+		if c.Mode != Polling || !errors.Is(c.Reason, syscall.EMFILE) || w.Mode() != Polling {
 			t.Fatalf("got %+v (Mode %v), want polling because of EMFILE", c, w.Mode())
 		}
 		synctest.Wait() // the first poll found the file unchanged
@@ -172,7 +174,7 @@ func TestRunPolls(t *testing.T) {
 			t.Errorf("got mode change %+v while inotify still fails, want none", c)
 		default:
 		}
-		if w.Mode() != WatchPolling {
+		if w.Mode() != Polling {
 			t.Errorf("Mode: got %v, want polling", w.Mode())
 		}
 	})
@@ -202,14 +204,14 @@ func TestRunFallsBack(t *testing.T) {
 				w.start = func() (notifier, error) { return n, nil }
 				runWatcher(t, w)
 				if tc.fail != nil {
-					if c := nextMode(t, w); c.Mode != WatchInotify || c.Reason != nil {
+					if c := nextMode(t, w); c.Mode != Inotify || c.Reason != nil {
 						t.Fatalf("got %+v, want inotify", c)
 					}
 					synctest.Wait()
 					tc.fail(n)
 				}
 				c := nextMode(t, w)
-				if c.Mode != WatchPolling || c.Reason == nil || !strings.Contains(c.Reason.Error(), tc.want) {
+				if c.Mode != Polling || c.Reason == nil || !strings.Contains(c.Reason.Error(), tc.want) {
 					t.Fatalf("got %+v, want polling because of %q", c, tc.want)
 				}
 				synctest.Wait()
@@ -242,14 +244,14 @@ func TestRunBackToInotify(t *testing.T) {
 			return n, nil
 		}
 		runWatcher(t, w)
-		if c := nextMode(t, w); c.Mode != WatchPolling {
+		if c := nextMode(t, w); c.Mode != Polling {
 			t.Fatalf("got %+v, want polling", c)
 		}
 		start := time.Now()
 		mu.Lock()
 		full = false
 		mu.Unlock()
-		if c := nextMode(t, w); c.Mode != WatchInotify || c.Reason != nil {
+		if c := nextMode(t, w); c.Mode != Inotify || c.Reason != nil {
 			t.Fatalf("got %+v, want inotify", c)
 		}
 		if got := time.Since(start); got != inotifyRetry {
@@ -442,7 +444,7 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 				writeFile(t, path, configWith(want))
 				waitVisits(t, w, int64(want))
 			}
-			if w.Mode() != WatchInotify {
+			if w.Mode() != Inotify {
 				t.Errorf("Mode: got %v, want inotify", w.Mode())
 			}
 			inForce(t, w, 3)
@@ -455,7 +457,7 @@ func TestWatchDirectoryRecreated(t *testing.T) {
 func TestWatchDirectoryCreatedLater(t *testing.T) {
 	base := t.TempDir()
 	path := filepath.Join(base, "conf", "sds.yaml")
-	w, err := NewWatcher(path, Options{}, nil)
+	w, err := New(path, config.Options{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +470,7 @@ func TestWatchDirectoryCreatedLater(t *testing.T) {
 	}
 	writeFile(t, path, configWith(2))
 	waitVisits(t, w, 2)
-	if w.Mode() != WatchInotify {
+	if w.Mode() != Inotify {
 		t.Errorf("Mode: got %v, want inotify", w.Mode())
 	}
 }
