@@ -154,7 +154,7 @@ func TestRunPolls(t *testing.T) {
 			t.Errorf("Reload: got %+v, want visitThreshold 3, forced", r)
 		}
 
-		writeFile(t, path, withPoint("visitThreshold: x"))
+		writeFile(t, path, pointWith("visitThreshold: x"))
 		if r := <-w.Results(); r.Err == nil || r.File != nil {
 			t.Errorf("invalid file: got %+v, want its error", r)
 		}

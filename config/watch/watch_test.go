@@ -20,30 +20,17 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
-// valid is the smallest valid file; point p's settings follow it.
-const valid = `upstream: http://127.0.0.1:9000
-routes:
-  - point: p
-    match: {}
-points:
-  p:
-`
-
-// withPoint returns valid with the lines of point p's settings appended,
-// indented under p.
-func withPoint(lines string) string {
-	var b strings.Builder
-	b.WriteString(valid)
-	for line := range strings.SplitSeq(strings.TrimSuffix(lines, "\n"), "\n") {
-		b.WriteString("    " + line + "\n")
-	}
-	return b.String()
+// pointWith returns a config whose only point, p, has the settings given,
+// one a line from line 7, column 5.
+func pointWith(settings ...string) string {
+	return "upstream: http://127.0.0.1:9000\nroutes:\n  - point: p\n    match: {}\npoints:\n  p:\n    " +
+		strings.Join(settings, "\n    ") + "\n"
 }
 
 // configWith returns a valid config whose only point has visitThreshold
 // visits.
 func configWith(visits int) string {
-	return withPoint(fmt.Sprintf("visitThreshold: %d", visits))
+	return pointWith(fmt.Sprintf("visitThreshold: %d", visits))
 }
 
 // sdsValue returns t as the file spells it: -1 when off.
@@ -249,7 +236,7 @@ func TestInvalidReportedOnce(t *testing.T) {
 		events, stop := startLoop(t, w)
 		defer stop()
 		synctest.Wait()
-		writeFile(t, path, withPoint("visitThreshold: x"))
+		writeFile(t, path, pointWith("visitThreshold: x"))
 		events <- fsnotify.Event{Name: path, Op: fsnotify.Write}
 		if r := <-w.Results(); r.Err == nil || r.File != nil {
 			t.Fatalf("got %+v, want the error", r)
@@ -585,7 +572,7 @@ func TestWatchInvalidKeepsLastGood(t *testing.T) {
 	writeFile(t, path, configWith(2))
 	waitVisits(t, w, 2)
 
-	writeFile(t, path, withPoint("visitThreshold: 2\nconcurrentThreshold: 0"))
+	writeFile(t, path, pointWith("visitThreshold: 2", "concurrentThreshold: 0"))
 	r := waitErr(t, w, path+":8:26: concurrentThreshold: 0 would degrade every request")
 	var errs config.Errors
 	if !errors.As(r.Err, &errs) || r.File != nil {
@@ -641,7 +628,7 @@ func TestUnchangedFileOtherFileChanged(t *testing.T) {
 		dir := t.TempDir()
 		path, body := filepath.Join(dir, "sds.yaml"), filepath.Join(dir, "body.json")
 		writeFile(t, body, `{"v":1}`)
-		writeFile(t, path, withPoint("visitThreshold: 1\nfallback: {bodyFile: body.json}"))
+		writeFile(t, path, pointWith("visitThreshold: 1", "fallback: {bodyFile: body.json}"))
 		w := watcherOf(t, path)
 		events, stop := startLoop(t, w)
 		defer stop()
