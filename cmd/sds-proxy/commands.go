@@ -11,6 +11,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sds-proxy/sds-proxy/cmd/internal/adminclient"
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
+	"github.com/sds-proxy/sds-proxy/cmd/internal/demo"
+	"github.com/sds-proxy/sds-proxy/cmd/internal/inject"
 	"github.com/sds-proxy/sds-proxy/internal/editdist"
 )
 
@@ -46,20 +50,29 @@ func commands() []command {
 			schema},
 		{"status", "[-admin 127.0.0.1:9901 | -config sds.yaml] [-o table|json] [-timeout 5s]",
 			"print the state of a running proxy's points, read from its admin port",
-			status},
+			func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				return adminclient.Status(ctx, flagSet("status", stderr), args, stdout)
+			}},
 		{"force", "POINT degrade|pass|clear [-ttl 10m] [-reason TEXT] [-admin 127.0.0.1:9901] [-token-file F] [-timeout 5s]",
 			"degrade or pass every request of a running proxy's point for a while (or clear that switch)",
-			force},
+			func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				return adminclient.Force(ctx, flagSet("force", stderr), args, stdout)
+			}},
 		{"suggest", "-access-log FILE [-config sds.yaml]",
 			"propose thresholds (a points: block, each value explained) from the proxy's access log",
 			suggestCmd},
 		{"demo", "[-config FILE] [-listen ADDR] [-admin ADDR] [-upstream-listen ADDR]",
 			"run the proxy on the built-in example in front of a demo service",
-			demo},
+			func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+				return demo.Run(ctx, flagSet("demo", stderr), args, stdout,
+					func(ctx context.Context, args []string, onServing func(proxyAddr, adminAddr string)) error {
+						return runProxy(ctx, args, stderr, onServing)
+					})
+			}},
 		{"inject", "-image IMAGE [-configmap NAME] [-upstream-port N] [-service-target] [-legacy-sidecar] [-proxy-port 8080] [-admin-port 9901] < in.yaml > out.yaml",
 			"add the sds-proxy sidecar to the Kubernetes workloads read on stdin",
 			func(_ context.Context, args []string, stdout, stderr io.Writer) error {
-				return inject(args, os.Stdin, stdout, stderr)
+				return inject.Run(flagSet("inject", stderr), args, os.Stdin, stdout)
 			}},
 		{"completion", "bash|zsh", "print a shell completion script: source <(sds-proxy completion bash)", completion},
 		{"version", "", "print the version and the Go version (also --version)", printVersion},
@@ -110,9 +123,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // the commands are listed.
 func unknownCommand(name string) error {
 	if meant, ok := closestCommand(name); ok {
-		return usageErrorf("unknown command %q; did you mean %q?", name, meant)
+		return cli.Usagef("unknown command %q; did you mean %q?", name, meant)
 	}
-	return usageErrorf("unknown command %q; sds-proxy help lists the commands", name)
+	return cli.Usagef("unknown command %q; sds-proxy help lists the commands", name)
 }
 
 // closestCommand returns the command whose name is fewest edits from name
@@ -134,30 +147,21 @@ func closestCommand(name string) (string, bool) {
 	return best, best != ""
 }
 
-// usageError is a wrong command line and its reason, which main prints
-// before it exits 2. errors.Is(usageError(...), errUsage) holds.
-type usageError string
-
-func (e usageError) Error() string        { return string(e) }
-func (e usageError) Is(target error) bool { return target == errUsage }
-
-// usageErrorf returns a usageError.
-func usageErrorf(format string, args ...any) error {
-	return usageError(fmt.Sprintf(format, args...))
-}
-
-// parseFlags parses a command's flags; the caller checks the operands
-// left (fs.Args). On -h it prints the command's usage (its synopsis,
-// summary and flags) to the flag set's output and returns flag.ErrHelp,
-// which run turns into success. A wrong flag prints the reason and the
-// usage and returns errUsage.
+// parseFlags parses a command's flags with cli.Parse, the usage of -h and
+// of a wrong flag being the command's (printUsage).
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.Usage = func() { printUsage(fs) }
-	err := fs.Parse(args)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return errUsage // the flag package printed why, and the usage
-	}
-	return err
+	return cli.Parse(fs, args)
+}
+
+// flagSet returns the flag set of the command named name, for a command
+// whose package parses its own flags: problems and the usage go to
+// stderr, and the usage is the command's (printUsage).
+func flagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { printUsage(fs) }
+	return fs
 }
 
 // printUsage prints the usage of the command whose flag set is fs: its
@@ -182,7 +186,7 @@ func printVersion(_ context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErrorf("version: unexpected arguments %q", fs.Args())
+		return cli.Usagef("version: unexpected arguments %q", fs.Args())
 	}
 	_, err := fmt.Fprintf(stdout, "sds-proxy %s %s\n", versionString(), runtime.Version())
 	return err
@@ -197,14 +201,14 @@ func help(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 1 {
-		return usageErrorf("help: unexpected arguments %q; give one command", fs.Args())
+		return cli.Usagef("help: unexpected arguments %q; give one command", fs.Args())
 	}
 	if fs.NArg() == 0 {
 		return writeHelp(stdout)
 	}
 	c, ok := lookup(fs.Arg(0))
 	if !ok {
-		return usageErrorf("help: %v", unknownCommand(fs.Arg(0)))
+		return cli.Usagef("help: %v", unknownCommand(fs.Arg(0)))
 	}
 	return c.run(ctx, []string{"-h"}, stdout, stdout)
 }

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 )
 
 // TestHelpListsEveryCommand: sds-proxy help, -h, -help and --help print
@@ -94,7 +96,7 @@ func TestVersionAliases(t *testing.T) {
 	}
 }
 
-// TestUsageErrors: a wrong command line is errUsage (exit 2), with a
+// TestUsageErrors: a wrong command line is cli.ErrUsage (exit 2), with a
 // reason for the user on stderr or in the error.
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
@@ -116,8 +118,8 @@ func TestUsageErrors(t *testing.T) {
 	} {
 		var stderr bytes.Buffer
 		err := run(context.Background(), tc.args, &bytes.Buffer{}, &stderr)
-		if !errors.Is(err, errUsage) {
-			t.Errorf("%q: got %v, want errUsage", tc.args, err)
+		if !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("%q: got %v, want cli.ErrUsage", tc.args, err)
 			continue
 		}
 		if msg := stderr.String() + " " + err.Error(); !strings.Contains(msg, tc.why) {

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 )
 
 // completion prints a shell completion script for bash or zsh, generated
@@ -24,7 +26,7 @@ func completion(_ context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if fs.NArg() != 1 || fs.Arg(0) != "bash" && fs.Arg(0) != "zsh" {
-		return usageErrorf("completion: want one shell, bash or zsh; got %q", fs.Args())
+		return cli.Usagef("completion: want one shell, bash or zsh; got %q", fs.Args())
 	}
 	var script strings.Builder
 	if fs.Arg(0) == "zsh" {

@@ -15,7 +15,7 @@ import (
 // UniversalClient is 7.6 MB stripped without text/template and 14.9 MB
 // with it; sds-proxy went from 15.2 MB to 23.9 MB when the completion
 // scripts and the demo's walk-through were templates. Build such text
-// with strings.Builder and fmt.Fprintf (completion.go, demo_walk.go).
+// with strings.Builder and fmt.Fprintf (completion.go, cmd/internal/demo/walk.go).
 func TestNoTemplatePackages(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/sds-proxy/sds-proxy/cmd/sds-proxy").Output()

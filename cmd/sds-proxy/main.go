@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=..."
@@ -34,15 +36,6 @@ func moduleVersion(stamped string, readBuildInfo func() (*debug.BuildInfo, bool)
 	return stamped
 }
 
-// errInvalid ends a command that has already printed why it failed
-// (validate's problem list), so main exits 1 without printing more.
-var errInvalid = errors.New("invalid")
-
-// errUsage ends a command whose command line was wrong: main exits 2. A
-// bare errUsage has printed why already (the flag package does); one
-// wrapped by usageErrorf carries the reason, which main prints.
-var errUsage = errors.New("usage")
-
 // main runs the command line and turns its error into the exit code
 // (sds-proxy help, exit codes): 0, 1 for an invalid config or a failure,
 // 2 for a wrong command line.
@@ -51,10 +44,10 @@ func main() {
 	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
 	switch {
 	case err == nil:
-	case errors.Is(err, errInvalid):
+	case errors.Is(err, cli.ErrInvalid):
 		os.Exit(1)
-	case errors.Is(err, errUsage):
-		if err != errUsage {
+	case errors.Is(err, cli.ErrUsage):
+		if err != cli.ErrUsage { // a bare one has printed why already
 			fmt.Fprintln(os.Stderr, "sds-proxy:", err)
 		}
 		os.Exit(2)

@@ -19,6 +19,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/sds-proxy/sds-proxy/cmd/internal/certs"
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
+	"github.com/sds-proxy/sds-proxy/cmd/internal/memlimit"
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/config/watch"
 	"github.com/sds-proxy/sds-proxy/proxy"
@@ -79,7 +82,7 @@ func runProxy(ctx context.Context, args []string, stderr io.Writer, onServing se
 	defer stop()
 	sigs.handle(log, stop)
 	log.Info("starting", zap.String("version", versionString()))
-	if err := applyMemoryLimit(log); err != nil {
+	if err := memlimit.Apply(log); err != nil {
 		return err
 	}
 
@@ -144,7 +147,7 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 		return f, err
 	}
 	if fs.NArg() > 0 {
-		return f, usageErrorf("run: unexpected arguments %q", fs.Args())
+		return f, cli.Usagef("run: unexpected arguments %q", fs.Args())
 	}
 	fs.Visit(func(fl *flag.Flag) { f.configGiven = f.configGiven || fl.Name == "config" })
 	return f, nil
@@ -264,7 +267,7 @@ func (in *instance) listen(ctx context.Context, file *config.File) error {
 	}
 	in.proxyLn = in.conns.Listener(ln)
 	if file.TLS.Enabled() {
-		tlsConfig, certReady, err := newTLSConfig(ctx, file.TLS, ln.Addr(), in.log)
+		tlsConfig, certReady, err := certs.TLSConfig(ctx, file.TLS, ln.Addr(), in.log)
 		if err != nil {
 			in.proxyLn.Close()
 			return err

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 	"github.com/sds-proxy/sds-proxy/config"
 )
 
@@ -18,7 +19,7 @@ func schema(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErrorf("schema: unexpected arguments %q", fs.Args())
+		return cli.Usagef("schema: unexpected arguments %q", fs.Args())
 	}
 	_, err := stdout.Write(config.Schema())
 	return err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 	"github.com/sds-proxy/sds-proxy/cmd/internal/suggest"
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/limiter"
@@ -29,9 +30,9 @@ func suggestCmd(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch {
 	case fs.NArg() > 0:
-		return usageErrorf("suggest: unexpected arguments %q", fs.Args())
+		return cli.Usagef("suggest: unexpected arguments %q", fs.Args())
 	case *logPath == "":
-		return usageErrorf("suggest: give -access-log FILE, the proxy's log with accessLog: true (- for stdin)")
+		return cli.Usagef("suggest: give -access-log FILE, the proxy's log with accessLog: true (- for stdin)")
 	}
 	var opts suggest.Options
 	if *cfgPath != "" {

@@ -12,13 +12,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/sds-proxy/sds-proxy/cmd/internal/adminclient"
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
 // validate checks a config file without starting anything: its warnings
 // as FILE:LINE:COL: warning: message and "OK", or every problem (warnings
-// included) as FILE:LINE:COL: message and errInvalid. Warnings alone do
+// included) as FILE:LINE:COL: message and cli.ErrInvalid. Warnings alone do
 // not fail it. A file that does not exist is an error that says what to
 // run instead (errNoValidateConfig), for main to print (exit 1). With
 // -diff ADDR it then prints what applying the file would change at the
@@ -39,16 +41,16 @@ func validate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch {
 	case fs.NArg() > 0:
-		return usageErrorf("validate: unexpected arguments %q", fs.Args())
+		return cli.Usagef("validate: unexpected arguments %q", fs.Args())
 	case *output != "text" && *output != "json":
-		return usageErrorf("validate: -o %q: want text or json", *output)
+		return cli.Usagef("validate: -o %q: want text or json", *output)
 	case *output == "json" && *diffAddr != "":
-		return usageErrorf("validate: -o json does not combine with -diff")
+		return cli.Usagef("validate: -o json does not combine with -diff")
 	}
 	var base string
 	if *diffAddr != "" {
 		var err error
-		if base, err = adminURL(*diffAddr); err != nil {
+		if base, err = adminclient.URL(*diffAddr); err != nil {
 			return fmt.Errorf("validate: %w", err)
 		}
 	}
@@ -64,7 +66,7 @@ func validate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if err != nil {
 		fmt.Fprintln(stdout, err)
-		return errInvalid
+		return cli.ErrInvalid
 	}
 	var diff string
 	if base != "" {
@@ -98,7 +100,7 @@ func errNoValidateConfig(path string, given bool, err error) error {
 // not part of either file and are not compared; -upstream, when given,
 // applies to both.
 func diffAgainst(ctx context.Context, local *config.File, opts config.Options, base string, timeout time.Duration) (string, error) {
-	raw, header, err := fetchAdmin(ctx, base, "/config", timeout)
+	raw, header, err := adminclient.Get(ctx, base, "/config", timeout)
 	if err != nil {
 		return "", err
 	}
@@ -114,7 +116,7 @@ func diffAgainst(ctx context.Context, local *config.File, opts config.Options, b
 	if err != nil { // Load accepted it, and ParseText checks less
 		return "", fmt.Errorf("%s: %w", local.Path, err)
 	}
-	intro := fmt.Sprintf("against the config in force at %s (%s, sha256 %s):\n", base, cell(remotePath), running.Hash[:12])
+	intro := fmt.Sprintf("against the config in force at %s (%s, sha256 %s):\n", base, adminclient.Cell(remotePath), running.Hash[:12])
 	return intro + describeChange(running, next), nil
 }
 

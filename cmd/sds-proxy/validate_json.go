@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 	"github.com/sds-proxy/sds-proxy/config"
 )
 
@@ -34,7 +35,7 @@ type problem struct {
 }
 
 // writeProblems writes the outcome of loading the config at path (f, or
-// err) as an indented validation document, and returns errInvalid when
+// err) as an indented validation document, and returns cli.ErrInvalid when
 // the file is invalid, so that the exit code is the text output's.
 func writeProblems(w io.Writer, path string, f *config.File, err error) error {
 	v := validation{Valid: err == nil, Problems: []problem{}}
@@ -56,7 +57,7 @@ func writeProblems(w io.Writer, path string, f *config.File, err error) error {
 		return writeErr
 	}
 	if err != nil {
-		return errInvalid
+		return cli.ErrInvalid
 	}
 	return nil
 }

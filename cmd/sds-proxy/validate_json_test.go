@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 )
 
 // TestValidateJSON: validate -o json on each broken config of the test
 // data (config/testdata/broken) and on a valid one with a warning prints
 // the document of its golden file (go test -run TestValidateJSON -update
-// rewrites them), with the exit code of the text output: errInvalid
+// rewrites them), with the exit code of the text output: cli.ErrInvalid
 // (exit 1) for a broken file, success for warnings alone.
 func TestValidateJSON(t *testing.T) {
 	t.Parallel()
@@ -33,8 +35,8 @@ func TestValidateJSON(t *testing.T) {
 			continue
 		}
 		broken := strings.Contains(path, "/broken/")
-		if broken != errors.Is(err, errInvalid) || !broken && err != nil || doc.Valid == broken {
-			t.Errorf("%s: got error %v and valid %v, want errInvalid %v", path, err, doc.Valid, broken)
+		if broken != errors.Is(err, cli.ErrInvalid) || !broken && err != nil || doc.Valid == broken {
+			t.Errorf("%s: got error %v and valid %v, want cli.ErrInvalid %v", path, err, doc.Valid, broken)
 		}
 		if len(doc.Problems) == 0 || stderr.Len() > 0 {
 			t.Errorf("%s: got %d problems and stderr %q, want problems and no stderr", path, len(doc.Problems), stderr.String())
@@ -100,8 +102,8 @@ func TestValidateOutputFlag(t *testing.T) {
 		{[]string{"-o", "json", "-diff", "127.0.0.1:9901"}, "-o json does not combine with -diff"},
 	} {
 		err := run(context.Background(), append([]string{"validate"}, tc.args...), &bytes.Buffer{}, &bytes.Buffer{})
-		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.why) {
-			t.Errorf("%q: got %v, want errUsage with %q", tc.args, err, tc.why)
+		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%q: got %v, want cli.ErrUsage with %q", tc.args, err, tc.why)
 		}
 	}
 }

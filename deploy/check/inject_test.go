@@ -19,7 +19,7 @@ import (
 // injectTestdata holds the real-world manifests of the main module's
 // inject tests (NAME.in.yaml), injected here with injectArgs, the flags
 // those tests use.
-const injectTestdata = "../../cmd/sds-proxy/testdata/inject"
+const injectTestdata = "../../cmd/internal/inject/testdata"
 
 var injectArgs = []string{"inject", "-image", "registry.example/sds-proxy:1.0", "-configmap", "sds-proxy", "-upstream-port", "9000", "-service-target"}
 

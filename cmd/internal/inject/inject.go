@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"bytes"
@@ -11,18 +11,21 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 )
 
-// inject reads Kubernetes YAML on stdin, adds the sds-proxy sidecar to
-// every Deployment, StatefulSet, DaemonSet and Pod (List items included),
-// and writes the documents to stdout; see injectYAML. A refusal writes
-// nothing to stdout: each problem goes to stderr as
-// "sds-proxy inject: document N (Kind name): reason" and inject returns
-// errInvalid (exit 1). A missing or wrong flag (check) is errUsage (exit 2).
-func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("inject", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o injectOptions
+// Run is `sds-proxy inject`: it reads Kubernetes YAML on stdin, adds the
+// sds-proxy sidecar to every Deployment, StatefulSet, DaemonSet and Pod
+// (List items included), and writes the documents to stdout; see YAML.
+// fs is the command's flag set, which main made; its output is stderr. A
+// refusal writes nothing to stdout: each problem goes to stderr as
+// "sds-proxy inject: document N (Kind name): reason" and Run returns
+// cli.ErrInvalid (exit 1). A missing or wrong flag (Options.check) is
+// cli.ErrUsage (exit 2).
+func Run(fs *flag.FlagSet, args []string, stdin io.Reader, stdout io.Writer) error {
+	stderr := fs.Output()
+	var o Options
 	fs.StringVar(&o.Image, "image", "", "the sds-proxy image (required)")
 	fs.StringVar(&o.ConfigMap, "configmap", "sds-proxy", "the ConfigMap holding sds.yaml, mounted as a directory at /etc/sds")
 	fs.IntVar(&o.UpstreamPort, "upstream-port", 0, "the app's port, the upstream in sds.yaml (needed by -service-target)")
@@ -30,41 +33,41 @@ func inject(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.BoolVar(&o.ServiceTarget, "service-target", false, "repoint the targetPort of the Services that select an injected pod from -upstream-port to the proxy port (-proxy-port)")
 	fs.IntVar(&o.ProxyPort, "proxy-port", defaultProxyPort, "the sidecar's proxy port, when the app already uses the default (passed as -listen 0.0.0.0:N)")
 	fs.IntVar(&o.AdminPort, "admin-port", defaultAdminPort, "the sidecar's admin port, for its probes, metrics and /status (passed as -admin 0.0.0.0:N)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErrorf("inject: unexpected arguments %q (the YAML comes on stdin)", fs.Args())
+		return cli.Usagef("inject: unexpected arguments %q (the YAML comes on stdin)", fs.Args())
 	}
 	if err := o.check(); err != nil {
-		return usageErrorf("inject: %s", strings.ReplaceAll(err.Error(), "\n", "\nsds-proxy: inject: "))
+		return cli.Usagef("inject: %s", strings.ReplaceAll(err.Error(), "\n", "\nsds-proxy: inject: "))
 	}
-	in, err := io.ReadAll(io.LimitReader(stdin, maxInjectInput+1))
+	in, err := io.ReadAll(io.LimitReader(stdin, maxInput+1))
 	if err != nil {
 		return fmt.Errorf("inject: reading stdin: %w", err)
 	}
-	if len(in) > maxInjectInput {
-		return fmt.Errorf("inject: the input is larger than %d MiB", maxInjectInput>>20)
+	if len(in) > maxInput {
+		return fmt.Errorf("inject: the input is larger than %d MiB", maxInput>>20)
 	}
-	out, warnings, err := injectYAML(in, o)
+	out, warnings, err := YAML(in, o)
 	for _, w := range warnings {
 		fmt.Fprintln(stderr, "sds-proxy inject: warning:", w)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "sds-proxy inject:", strings.ReplaceAll(err.Error(), "\n", "\nsds-proxy inject: "))
-		return errInvalid
+		return cli.ErrInvalid
 	}
 	_, err = stdout.Write(out)
 	return err
 }
 
-// maxInjectInput bounds what inject reads from stdin, in bytes: far more
+// maxInput bounds what inject reads from stdin, in bytes: far more
 // than any set of manifests, far less than a runaway pipe.
-const maxInjectInput = 32 << 20
+const maxInput = 32 << 20
 
-// injectOptions are inject's flags. The zero value is not usable: Image is
+// Options are inject's flags. The zero value is not usable: Image is
 // required, and the ports must be set (check).
-type injectOptions struct {
+type Options struct {
 	Image         string // the sidecar's image
 	ConfigMap     string // the ConfigMap mounted at /etc/sds
 	UpstreamPort  int    // the app's port; 0 when not given
@@ -80,7 +83,7 @@ type injectOptions struct {
 
 // check returns what is wrong with the flags, for the user to fix on the
 // command line: every problem, one a line.
-func (o injectOptions) check() error {
+func (o Options) check() error {
 	var errs []error
 	if o.Image == "" {
 		errs = append(errs, errors.New("-image is required, such as -image registry.example/sds-proxy:1.0"))
@@ -175,7 +178,7 @@ var sidecarPortNames = []string{"proxy", "admin"}
 // sidecar returns the sidecar container with the options' image and
 // ports; a native sidecar (restartPolicy: Always, for initContainers)
 // unless o.Legacy. Each call returns new nodes.
-func sidecar(o injectOptions) *yaml.Node {
+func sidecar(o Options) *yaml.Node {
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(sidecarTemplate), &doc); err != nil {
 		panic(err) // a constant: covered by every inject test
@@ -224,7 +227,7 @@ func sidecarPorts(c *yaml.Node) (proxy, admin int) {
 }
 
 // sidecarVolume returns the pod volume the sidecar mounts as name.
-func sidecarVolume(name string, o injectOptions) *yaml.Node {
+func sidecarVolume(name string, o Options) *yaml.Node {
 	v := mapping("name", str(name), "emptyDir", mapping())
 	if name == configVolume {
 		v = mapping("name", str(name), "configMap", mapping("name", str(o.ConfigMap)))
@@ -233,7 +236,7 @@ func sidecarVolume(name string, o injectOptions) *yaml.Node {
 	return v
 }
 
-// injectYAML injects the sidecar into every pod of in, a stream of YAML
+// YAML injects the sidecar into every pod of in, a stream of YAML
 // documents separated by "---" lines, as kubectl splits them. A document
 // that needs no change is written back byte for byte (so injecting twice
 // changes nothing); one that changes is re-encoded by yaml.v3, which keeps
@@ -241,7 +244,7 @@ func sidecarVolume(name string, o injectOptions) *yaml.Node {
 // that were left alone that the user may want to know about; err joins
 // every refusal, each naming its document (1-based) and kind/name, and out
 // is nil then.
-func injectYAML(in []byte, o injectOptions) (out []byte, warnings []string, err error) {
+func YAML(in []byte, o Options) (out []byte, warnings []string, err error) {
 	docs := splitDocuments(in)
 	parsed, errs := parseDocuments(docs)
 	changed := make([]bool, len(docs))
@@ -407,7 +410,7 @@ func (p podTemplate) declares(port int) bool {
 // injectObject injects the sidecar into obj when it is a kind that holds a
 // pod, and reports whether it changed obj. where names the document for
 // errors.
-func injectObject(obj *yaml.Node, where string, o injectOptions) ([]podTemplate, bool, error) {
+func injectObject(obj *yaml.Node, where string, o Options) ([]podTemplate, bool, error) {
 	if obj.Kind != yaml.MappingNode {
 		return nil, false, nil
 	}
@@ -459,7 +462,7 @@ func injectObject(obj *yaml.Node, where string, o injectOptions) ([]podTemplate,
 // injectPod adds the sidecar, its volume and a pod-level seccompProfile to
 // a pod spec, each only if absent, and reports whether it changed spec. It
 // changes nothing when it returns an error.
-func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
+func injectPod(spec *yaml.Node, o Options) (bool, error) {
 	if err := checkPodShape(spec, o); err != nil {
 		return false, err
 	}
@@ -505,7 +508,7 @@ func injectPod(spec *yaml.Node, o injectOptions) (bool, error) {
 // checkPodShape refuses a pod spec the sidecar cannot join: one on the
 // node's network, one whose lists are of the wrong type, one with no
 // containers.
-func checkPodShape(spec *yaml.Node, o injectOptions) error {
+func checkPodShape(spec *yaml.Node, o Options) error {
 	if scalar(mapGet(spec, "hostNetwork")) == "true" {
 		return fmt.Errorf("hostNetwork pods share the node's ports: the sidecar's %d and %d would collide across pods; inject only pods with their own network", o.ProxyPort, o.AdminPort)
 	}
@@ -532,7 +535,7 @@ func checkPodShape(spec *yaml.Node, o injectOptions) error {
 // and the list it belongs in, refusing a pod whose sidecar is in the other
 // list or has another image or other ports, and one whose containers use
 // the sidecar's ports (o.ProxyPort, o.AdminPort) or port names.
-func findSidecar(spec *yaml.Node, o injectOptions) (existing *yaml.Node, want string, err error) {
+func findSidecar(spec *yaml.Node, o Options) (existing *yaml.Node, want string, err error) {
 	want, other := "initContainers", "containers"
 	if o.Legacy {
 		want, other = other, want
@@ -569,7 +572,7 @@ func findSidecar(spec *yaml.Node, o injectOptions) (existing *yaml.Node, want st
 
 // missingVolumes returns the sidecar's volumes the pod lacks, refusing a
 // pod that has one of their names for another volume.
-func missingVolumes(spec *yaml.Node, o injectOptions) ([]string, error) {
+func missingVolumes(spec *yaml.Node, o Options) ([]string, error) {
 	missing := []string{configVolume, tmpVolume}
 	for _, v := range seq(mapGet(spec, "volumes")) {
 		name := scalar(mapGet(v, "name"))

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -15,19 +15,29 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 	"github.com/sds-proxy/sds-proxy/cmd/internal/upstream"
 	"github.com/sds-proxy/sds-proxy/config"
 )
 
 // exampleConfig is the repository's example sds.yaml, built into the
 // binary so that demo runs from any directory, and from a binary that go
-// install built. example.yaml is a copy of ../../sds.yaml (go:embed
+// install built. example.yaml is a copy of ../../../sds.yaml (go:embed
 // cannot reach outside the package's directory); TestExampleIsEmbedded
-// keeps the two equal, and go generate ./cmd/sds-proxy copies it.
+// keeps the two equal, and go generate ./cmd/internal/demo copies it.
 //
-//go:generate cp ../../sds.yaml example.yaml
+//go:generate cp ../../../sds.yaml example.yaml
 //go:embed example.yaml
 var exampleConfig []byte
+
+// Proxy runs the proxy on run's command line (args) until ctx is done,
+// and calls onServing with the bound addresses once it serves: the run
+// command, which this package does not import.
+type Proxy func(ctx context.Context, args []string, onServing func(proxyAddr, adminAddr string)) error
+
+// readHeaderTimeout bounds how long the demo service waits for a request's
+// header, as the proxy port does.
+const readHeaderTimeout = 10 * time.Second
 
 // demoAddrs are where the demo listens, from its flags or else from the
 // config with wildcard hosts made loopback.
@@ -35,28 +45,28 @@ type demoAddrs struct {
 	proxy, admin, service string
 }
 
-// demo runs the proxy in front of a built-in demo service (package
-// cmd/internal/upstream) on the example config, or on the file -config
-// names, and prints a walk-through that makes each point of the example
-// trip and recover with curl. The proxy, admin and service addresses are
-// the config's (listen, admin, and the upstream's host:port) on 127.0.0.1
-// unless -listen, -admin or -upstream-listen moves them; a busy port is
-// reported with the flag that moves it. The config is hot-reloaded as in
-// run: the built-in example is written to a temporary directory first, so
-// that it can be edited there, and removed on exit.
-func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// Run is `sds-proxy demo`: it runs the proxy in front of a built-in demo
+// service (package cmd/internal/upstream) on the example config, or on
+// the file -config names, and prints to stdout a walk-through that makes
+// each point of the example trip and recover with curl. The proxy, admin
+// and service addresses are the config's (listen, admin, and the
+// upstream's host:port) on 127.0.0.1 unless -listen, -admin or
+// -upstream-listen moves them; a busy port is reported with the flag that
+// moves it. The config is hot-reloaded as in run: the built-in example is
+// written to a temporary directory first, so that it can be edited there,
+// and removed on exit. fs is the command's flag set, which main made;
+// runProxy runs the proxy.
+func Run(ctx context.Context, fs *flag.FlagSet, args []string, stdout io.Writer, runProxy Proxy) error {
 	path := fs.String("config", "", "a config file to run instead of the built-in example (the repository's sds.yaml)")
 	var flags demoAddrs
 	fs.StringVar(&flags.proxy, "listen", "", "proxy address (default: the config's listen on 127.0.0.1: 127.0.0.1:8080)")
 	fs.StringVar(&flags.admin, "admin", "", "admin address: dashboard, /status, /metrics (default: the config's admin on 127.0.0.1: 127.0.0.1:9901)")
 	fs.StringVar(&flags.service, "upstream-listen", "", "the demo service's address (default: the config's upstream host:port: 127.0.0.1:9000)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageErrorf("demo: unexpected arguments %q", fs.Args())
+		return cli.Usagef("demo: unexpected arguments %q", fs.Args())
 	}
 	configPath := *path
 	if configPath == "" {
@@ -94,11 +104,11 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 
 	onServing := func(proxyAddr, adminAddr string) {
-		walk := newWalkThrough(file, "http://"+ln.Addr().String(), "http://"+loopback(proxyAddr), "http://"+loopback(adminAddr), configPath, *path == "")
+		walk := newWalkThrough(file, "http://"+ln.Addr().String(), "http://"+cli.Loopback(proxyAddr), "http://"+cli.Loopback(adminAddr), configPath, *path == "")
 		io.WriteString(stdout, walk.text())
 	}
 	runArgs := []string{"-config", configPath, "-listen", addrs.proxy, "-admin", addrs.admin, "-upstream", "http://" + ln.Addr().String()}
-	err = runProxy(ctx, runArgs, stderr, onServing)
+	err = runProxy(ctx, runArgs, onServing)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -108,12 +118,12 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // demoAddresses returns where the demo listens: each flag given, else the
 // config's address with a wildcard host made 127.0.0.1.
 func demoAddresses(file *config.File, flags demoAddrs) (demoAddrs, error) {
-	a := demoAddrs{proxy: loopback(file.Listen), admin: loopback(file.Admin)}
+	a := demoAddrs{proxy: cli.Loopback(file.Listen), admin: cli.Loopback(file.Admin)}
 	u, err := url.Parse(file.Upstream)
 	if err != nil || u.Scheme != "http" || u.Port() == "" {
 		return a, fmt.Errorf("demo: the config's upstream %q is not an http://HOST:PORT address for the demo service", file.Upstream)
 	}
-	a.service = loopback(u.Host)
+	a.service = cli.Loopback(u.Host)
 	if flags.proxy != "" {
 		a.proxy = flags.proxy
 	}
@@ -164,15 +174,4 @@ func sameHostPort(got, want string) bool {
 	}
 	gip, wip := net.ParseIP(gh), net.ParseIP(wh)
 	return gh == wh || gip != nil && wip != nil && gip.Equal(wip)
-}
-
-// loopback turns a wildcard listen address into one a newcomer can curl
-// and that other machines cannot reach: 0.0.0.0, :: and no host become
-// 127.0.0.1.
-func loopback(addr string) string {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || (host != "0.0.0.0" && host != "::" && host != "") {
-		return addr
-	}
-	return net.JoinHostPort("127.0.0.1", port)
 }

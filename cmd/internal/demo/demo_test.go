@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"bytes"
@@ -10,12 +10,12 @@ import (
 // repository's sds.yaml (example.yaml is its copy, for go:embed).
 func TestExampleIsEmbedded(t *testing.T) {
 	t.Parallel()
-	root, err := os.ReadFile("../../sds.yaml")
+	root, err := os.ReadFile("../../../sds.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(exampleConfig, root) {
-		t.Errorf("cmd/sds-proxy/example.yaml differs from sds.yaml; copy it: go generate ./cmd/sds-proxy")
+		t.Errorf("cmd/internal/demo/example.yaml differs from sds.yaml; copy it: go generate ./cmd/internal/demo")
 	}
 }
 
@@ -24,22 +24,6 @@ func TestOrdinal(t *testing.T) {
 	for n, want := range map[int64]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 22: "22nd", 101: "101st", 111: "111th"} {
 		if got := ordinal(n); got != want {
 			t.Errorf("ordinal(%d): got %q, want %q", n, got, want)
-		}
-	}
-}
-
-func TestLoopback(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"0.0.0.0:8080":   "127.0.0.1:8080",
-		"[::]:8080":      "127.0.0.1:8080",
-		":8080":          "127.0.0.1:8080",
-		"127.0.0.1:0":    "127.0.0.1:0",
-		"10.0.0.1:8080":  "10.0.0.1:8080",
-		"localhost:9000": "localhost:9000",
-	} {
-		if got := loopback(in); got != want {
-			t.Errorf("loopback(%q): got %q, want %q", in, got, want)
 		}
 	}
 }

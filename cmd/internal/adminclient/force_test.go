@@ -1,4 +1,4 @@
-package main
+package adminclient
 
 import (
 	"bytes"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 )
 
 func TestParseForceFlags(t *testing.T) {
@@ -39,9 +41,9 @@ func TestParseForceFlags(t *testing.T) {
 		{"bad admin", []string{"orders", "clear", "-token-file", token, "-admin", "ftp://x"}, forceFlags{}},
 	} {
 		var stderr bytes.Buffer
-		got, err := parseForceFlags(tc.args, &stderr)
+		got, err := parseForceFlags(testFlags("force", &stderr), tc.args)
 		if tc.want.point == "" {
-			if !errors.Is(err, errUsage) || !strings.Contains(stderr.String(), "usage: sds-proxy force") {
+			if !errors.Is(err, cli.ErrUsage) || !strings.Contains(stderr.String(), "usage: sds-proxy force") {
 				t.Errorf("%s: got %v, stderr %q; want a usage error with the usage", tc.name, err, stderr.String())
 			}
 			continue
@@ -80,7 +82,7 @@ func TestForceCommand(t *testing.T) {
 
 	answer = `{"point":"a/b","action":"degrade","reason":"INC-1","since":"2026-12-01T08:00:00Z","until":"2026-12-01T08:10:00Z"}`
 	var out, errOut bytes.Buffer
-	if err := force(context.Background(), []string{"a/b", "degrade", "-ttl", "10m", "-reason", "INC-1", "-admin", srv.URL, "-token-file", token}, &out, &errOut); err != nil {
+	if err := Force(context.Background(), testFlags("force", &errOut), []string{"a/b", "degrade", "-ttl", "10m", "-reason", "INC-1", "-admin", srv.URL, "-token-file", token}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if got.method != http.MethodPost || got.path != "/points/a%2Fb/force" || got.auth != "Bearer the-token-0123456789" ||
@@ -92,7 +94,7 @@ func TestForceCommand(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := force(context.Background(), []string{"a/b", "clear", "-admin", srv.URL, "-token-file", token}, &out, &errOut); err != nil {
+	if err := Force(context.Background(), testFlags("force", &errOut), []string{"a/b", "clear", "-admin", srv.URL, "-token-file", token}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if got.method != http.MethodDelete || got.body != "" || !strings.HasPrefix(out.String(), "a/b: degrade switch cleared") {
@@ -109,12 +111,12 @@ func TestForceCommand(t *testing.T) {
 		{http.StatusBadRequest, "ttl: 25h0m0s is not in (0, 24h0m0s]\n", "400 Bad Request: ttl: 25h0m0s is not in"},
 	} {
 		status, answer = c.status, c.answer
-		err := force(context.Background(), []string{"a/b", "pass", "-ttl", "25h", "-reason", "r", "-admin", srv.URL, "-token-file", token}, &out, &errOut)
+		err := Force(context.Background(), testFlags("force", &errOut), []string{"a/b", "pass", "-ttl", "25h", "-reason", "r", "-admin", srv.URL, "-token-file", token}, &out)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("answer %d %q: got %v, want it to contain %q", c.status, c.answer, err, c.want)
 		}
 	}
-	if err := force(context.Background(), []string{"a", "clear", "-admin", srv.URL, "-token-file", filepath.Join(dir, "missing")}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "-token-file") {
+	if err := Force(context.Background(), testFlags("force", &errOut), []string{"a", "clear", "-admin", srv.URL, "-token-file", filepath.Join(dir, "missing")}, &out); err == nil || !strings.Contains(err.Error(), "-token-file") {
 		t.Errorf("a missing token file: got %v", err)
 	}
 }
@@ -141,10 +143,10 @@ func TestForceNamesEveryProblem(t *testing.T) {
 				"sds-proxy force: -timeout 0s: want a positive duration\n"},
 	} {
 		var stderr bytes.Buffer
-		_, err := parseForceFlags(tc.args, &stderr)
+		_, err := parseForceFlags(testFlags("force", &stderr), tc.args)
 		got, _, _ := strings.Cut(stderr.String(), "usage: ")
-		if !errors.Is(err, errUsage) || got != tc.want {
-			t.Errorf("force %q: got %v and\n%s\nwant errUsage and\n%s", tc.args, err, got, tc.want)
+		if !errors.Is(err, cli.ErrUsage) || got != tc.want {
+			t.Errorf("force %q: got %v and\n%s\nwant cli.ErrUsage and\n%s", tc.args, err, got, tc.want)
 		}
 	}
 }

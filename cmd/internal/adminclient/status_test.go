@@ -1,10 +1,13 @@
-package main
+package adminclient
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sds-proxy/sds-proxy/config"
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
+	"github.com/sds-proxy/sds-proxy/proxy/admin"
 )
 
 // TestStatusTableGolden renders each testdata/status/NAME.json as the
@@ -31,7 +35,7 @@ func TestStatusTableGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var doc statusDocument
+			var doc admin.Status
 			if err := decodeStatus(body, &doc); err != nil {
 				t.Fatal(err)
 			}
@@ -42,6 +46,17 @@ func TestStatusTableGolden(t *testing.T) {
 			compareGolden(t, strings.TrimSuffix(in, ".json")+".txt", out.String())
 		})
 	}
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+// testFlags returns a flag set for the command name as main makes one:
+// problems and the usage, "usage: sds-proxy NAME", go to stderr.
+func testFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintf(stderr, "usage: sds-proxy %s\n", name) }
+	return fs
 }
 
 // compareGolden compares got with the golden file at path, or rewrites it
@@ -107,7 +122,7 @@ func TestStatusCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := run(context.Background(), append([]string{"status"}, tt.args...), &stdout, &stderr)
+			err := Status(context.Background(), testFlags("status", &stderr), tt.args, &stdout)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("got %v, want no error; stderr %q", err, stderr.String())
@@ -120,7 +135,7 @@ func TestStatusCommand(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "admin port at http://127.0.0.1:") {
 				t.Errorf("got error %v, want one naming the address and %q", err, tt.wantErr)
 			}
-			if errors.Is(err, errUsage) || errors.Is(err, errInvalid) {
+			if errors.Is(err, cli.ErrUsage) || errors.Is(err, cli.ErrInvalid) {
 				t.Errorf("got %v, want a plain error (exit 1 with its message)", err)
 			}
 			if stdout.Len() > 0 {
@@ -138,7 +153,7 @@ func TestStatusJSONAsReceived(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(body)) }))
 	defer srv.Close()
 	var stdout bytes.Buffer
-	if err := run(context.Background(), []string{"status", "-admin", srv.URL, "-o", "json"}, &stdout, &bytes.Buffer{}); err != nil {
+	if err := Status(context.Background(), testFlags("status", &bytes.Buffer{}), []string{"-admin", srv.URL, "-o", "json"}, &stdout); err != nil {
 		t.Fatal(err)
 	}
 	var compact bytes.Buffer
@@ -151,8 +166,8 @@ func TestStatusJSONAsReceived(t *testing.T) {
 }
 
 // TestAdminUnreachable: nothing listens, or the admin port never answers:
-// status and validate -diff fail with an error naming the address and the
-// cause (exit 1), and print nothing, not even validate's OK.
+// status fails with an error naming the address and the cause (exit 1),
+// and prints nothing.
 func TestAdminUnreachable(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -163,46 +178,33 @@ func TestAdminUnreachable(t *testing.T) {
 	ln.Close()
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	defer hang.Close()
-	valid := filepath.Join(t.TempDir(), "sds.yaml")
-	if err := os.WriteFile(valid, []byte("upstream: http://127.0.0.1:9000\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	tests := []struct {
 		name, addr string
 		want       []string
 	}{
-		{"refused", closed, []string{"admin port at http://" + closed + " cannot be reached: GET PATH:", "connection refused"}},
-		{"silent", hang.URL, []string{"admin port at " + hang.URL + " cannot be reached: GET PATH: no answer within 50ms"}},
+		{"refused", closed, []string{"admin port at http://" + closed + " cannot be reached: GET /status:", "connection refused"}},
+		{"silent", hang.URL, []string{"admin port at " + hang.URL + " cannot be reached: GET /status: no answer within 50ms"}},
 	}
 	for _, tt := range tests {
-		for _, c := range []struct {
-			path string
-			args []string
-		}{
-			{"/status", []string{"status", "-admin", tt.addr, "-timeout", "50ms"}},
-			{"/config", []string{"validate", "-config", valid, "-diff", tt.addr, "-timeout", "50ms"}},
-		} {
-			t.Run(tt.name+" "+c.args[0], func(t *testing.T) {
-				var stdout bytes.Buffer
-				err := run(context.Background(), c.args, &stdout, &bytes.Buffer{})
-				for _, w := range tt.want {
-					w = strings.Replace(w, "PATH", c.path, 1)
-					if err == nil || !strings.Contains(err.Error(), w) {
-						t.Errorf("got %v, want an error with %q", err, w)
-					}
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout bytes.Buffer
+			err := Status(context.Background(), testFlags("status", &bytes.Buffer{}), []string{"-admin", tt.addr, "-timeout", "50ms"}, &stdout)
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("got %v, want an error with %q", err, w)
 				}
-				if errors.Is(err, errUsage) || errors.Is(err, errInvalid) {
-					t.Errorf("got %v, want a failure (exit 1, printed by main), not errUsage or errInvalid", err)
-				}
-				if stdout.Len() > 0 {
-					t.Errorf("stdout %q, want nothing", stdout.String())
-				}
-			})
-		}
+			}
+			if errors.Is(err, cli.ErrUsage) || errors.Is(err, cli.ErrInvalid) {
+				t.Errorf("got %v, want a failure (exit 1, printed by main), not cli.ErrUsage or cli.ErrInvalid", err)
+			}
+			if stdout.Len() > 0 {
+				t.Errorf("stdout %q, want nothing", stdout.String())
+			}
+		})
 	}
 }
 
-// TestStatusUsage: a wrong command line is errUsage (exit 2), with the
+// TestStatusUsage: a wrong command line is cli.ErrUsage (exit 2), with the
 // reason and the usage on stderr; -h is not an error.
 func TestStatusUsage(t *testing.T) {
 	t.Parallel()
@@ -211,17 +213,17 @@ func TestStatusUsage(t *testing.T) {
 		wantErr error
 		stderr  string
 	}{
-		{[]string{"-o", "yaml"}, errUsage, `-o "yaml": want table or json`},
-		{[]string{"extra"}, errUsage, `unexpected arguments ["extra"]`},
-		{[]string{"-admin", "ftp://x:1"}, errUsage, `want host:port or http://host:port`},
-		{[]string{"-admin", "http://"}, errUsage, `want host:port or http://host:port`},
-		{[]string{"-timeout", "0s"}, errUsage, `want a positive duration`},
-		{[]string{"-bogus"}, errUsage, "flag provided but not defined: -bogus"},
+		{[]string{"-o", "yaml"}, cli.ErrUsage, `-o "yaml": want table or json`},
+		{[]string{"extra"}, cli.ErrUsage, `unexpected arguments ["extra"]`},
+		{[]string{"-admin", "ftp://x:1"}, cli.ErrUsage, `want host:port or http://host:port`},
+		{[]string{"-admin", "http://"}, cli.ErrUsage, `want host:port or http://host:port`},
+		{[]string{"-timeout", "0s"}, cli.ErrUsage, `want a positive duration`},
+		{[]string{"-bogus"}, cli.ErrUsage, "flag provided but not defined: -bogus"},
 		{[]string{"-h"}, nil, "usage: sds-proxy status"},
 	}
 	for _, tt := range tests {
 		var stderr bytes.Buffer
-		err := run(context.Background(), append([]string{"status"}, tt.args...), &bytes.Buffer{}, &stderr)
+		err := Status(context.Background(), testFlags("status", &stderr), tt.args, &bytes.Buffer{})
 		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 			t.Errorf("%q: got %v, want %v", tt.args, err, tt.wantErr)
 		}
@@ -242,12 +244,12 @@ func TestAdminURL(t *testing.T) {
 		{"localhost:9901", "http://localhost:9901"},
 	}
 	for _, tt := range tests {
-		if got, err := adminURL(tt.in); got != tt.want || err != nil {
+		if got, err := URL(tt.in); got != tt.want || err != nil {
 			t.Errorf("%q: got %q, %v, want %q", tt.in, got, err, tt.want)
 		}
 	}
 	for _, bad := range []string{"", "ftp://h:1", "http://h:1/?q=1", "http://%zz"} {
-		if got, err := adminURL(bad); err == nil {
+		if got, err := URL(bad); err == nil {
 			t.Errorf("%q: got %q, want an error", bad, got)
 		}
 	}
@@ -258,8 +260,8 @@ func TestAdminURL(t *testing.T) {
 func TestStatusCells(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{"": "-", "orders.read": "orders.read", "a\tb\nc\x1b[31m\u009bd": "a?b?c?[31m?d"} {
-		if got := cell(in); got != want {
-			t.Errorf("cell(%q): got %q, want %q", in, got, want)
+		if got := Cell(in); got != want {
+			t.Errorf("Cell(%q): got %q, want %q", in, got, want)
 		}
 	}
 	now := time.Date(2026, 12, 1, 4, 30, 0, 0, time.UTC)
@@ -278,61 +280,6 @@ func TestStatusCells(t *testing.T) {
 		if got := until(now, tt.t); got != tt.until {
 			t.Errorf("until %v: got %s, want %s", tt.t.Sub(now), got, tt.until)
 		}
-	}
-}
-
-// TestDescribeChange: what validate -diff prints, for each kind of change.
-func TestDescribeChange(t *testing.T) {
-	t.Parallel()
-	const base = `upstream: http://127.0.0.1:9000
-routes:
-  - {point: a, match: {path: /a}}
-  - {point: b, match: {path: /b, methods: [GET]}}
-points:
-  a: {visitThreshold: 10}
-  b: {visitThreshold: 10, fallback: {status: 503, bodyFile: bodies/b.json}}
-`
-	parse := func(src string) *config.File {
-		f, err := config.ParseText("sds.yaml", []byte(src), config.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
-	tests := []struct {
-		name, next, want string
-	}{
-		{"same", base, "no changes\n"},
-		{"comment", "# edited\n" + base, "no changes\n"},
-		{"everything", "window: 20s\nlisten: 127.0.0.1:8081\n" + strings.NewReplacer(
-			"a: {visitThreshold: 10}", "a: {visitThreshold: 12, mode: shadow}\n  c: {concurrentThreshold: 4}",
-			"bodies/b.json", "bodies/b2.json",
-			"  - {point: a, match: {path: /a}}\n", "  - {point: c, match: {pathPrefix: /c}}\n  - {point: a, match: {path: /a}}\n",
-		).Replace(base), `points added: c
-point a changed:
-  visitThreshold: 10 -> 12
-  mode: enforce -> shadow
-point b changed:
-  fallback.bodyFile: "bodies/b.json" -> "bodies/b2.json"
-routes changed (first match wins; - in force, + new, by position):
-  + 1: pathPrefix /c -> c
-settings changed (apply on reload):
-  window: 10s -> 20s
-needs a restart (a reload keeps the old value):
-  listen: "0.0.0.0:8080" -> "127.0.0.1:8081"
-`},
-		{"removed", strings.Replace(strings.Replace(base, "  b: {visitThreshold: 10, fallback: {status: 503, bodyFile: bodies/b.json}}\n", "", 1),
-			"  - {point: b, match: {path: /b, methods: [GET]}}\n", "", 1), `points removed: b
-routes changed (first match wins; - in force, + new, by position):
-  - 2: methods GET path /b -> b
-`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := describeChange(parse(base), parse(tt.next)); got != tt.want {
-				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
-			}
-		})
 	}
 }
 
@@ -372,7 +319,7 @@ func TestStatusAdminFromConfig(t *testing.T) {
 			path = write(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.file)
 		}
 		var stderr bytes.Buffer
-		got, err := parseStatusFlags(append([]string{"-config", path}, tc.args...), &stderr)
+		got, err := parseStatusFlags(testFlags("status", &stderr), append([]string{"-config", path}, tc.args...))
 		switch {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%s: got %+v, %v; want an error with %q", tc.name, got, err, tc.wantErr)

@@ -1,4 +1,4 @@
-package main
+package inject
 
 import (
 	"bytes"
@@ -11,14 +11,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 	"github.com/sds-proxy/sds-proxy/config"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata")
 
-// injectTestOptions are the flags every file under testdata/inject is
+// injectTestOptions are the flags every file under testdata is
 // injected with (deploy/check's inject test uses the same).
-var injectTestOptions = injectOptions{
+var injectTestOptions = Options{
 	Image:         "registry.example/sds-proxy:1.0",
 	ConfigMap:     "sds-proxy",
 	UpstreamPort:  9000,
@@ -27,7 +28,7 @@ var injectTestOptions = injectOptions{
 	AdminPort:     defaultAdminPort,
 }
 
-// TestInjectGolden injects each NAME.in.yaml under testdata/inject and
+// TestInjectGolden injects each NAME.in.yaml under testdata and
 // compares the result with NAME.out.yaml (NAME.legacy.out.yaml with
 // -legacy-sidecar); -update rewrites them. Injecting the output again
 // gives the same bytes.
@@ -39,7 +40,7 @@ func TestInjectGolden(t *testing.T) {
 	moved.ProxyPort, moved.AdminPort = 8081, 9902
 	tests := []struct {
 		in, out string
-		o       injectOptions
+		o       Options
 	}{
 		{"deployment.in.yaml", "deployment.out.yaml", injectTestOptions},
 		{"deployment.in.yaml", "deployment.legacy.out.yaml", legacy},
@@ -52,18 +53,18 @@ func TestInjectGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.out, func(t *testing.T) {
 			t.Parallel()
-			in, err := os.ReadFile(filepath.Join("testdata", "inject", tt.in))
+			in, err := os.ReadFile(filepath.Join("testdata", tt.in))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, warnings, err := injectYAML(in, tt.o)
+			got, warnings, err := YAML(in, tt.o)
 			if err != nil {
 				t.Fatalf("inject: %v", err)
 			}
 			if len(warnings) > 0 {
 				t.Errorf("warnings %q, want none", warnings)
 			}
-			golden := filepath.Join("testdata", "inject", tt.out)
+			golden := filepath.Join("testdata", tt.out)
 			if *updateGolden {
 				if err := os.WriteFile(golden, got, 0o644); err != nil {
 					t.Fatal(err)
@@ -76,7 +77,7 @@ func TestInjectGolden(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Errorf("got:\n%s\nwant (%s):\n%s", got, golden, want)
 			}
-			again, warnings, err := injectYAML(got, tt.o)
+			again, warnings, err := YAML(got, tt.o)
 			if err != nil || len(warnings) > 0 {
 				t.Fatalf("injecting the output again: warnings %q, error %v", warnings, err)
 			}
@@ -99,7 +100,7 @@ func TestInjectPassThrough(t *testing.T) {
 		"apiVersion: v1\r\nkind: Service\r\nmetadata:\r\n  name: s\r\n",
 		"no newline at the end: true",
 	} {
-		got, _, err := injectYAML([]byte(in), injectTestOptions)
+		got, _, err := YAML([]byte(in), injectTestOptions)
 		if err != nil || string(got) != in {
 			t.Errorf("inject(%q) = %q, %v; want the input back", in, got, err)
 		}
@@ -113,7 +114,7 @@ func TestInjectRefusals(t *testing.T) {
 	const deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n"
 	tests := []struct {
 		name, in string
-		o        injectOptions
+		o        Options
 		want     []string // each a line of the error, in order
 	}{
 		{
@@ -149,13 +150,13 @@ func TestInjectRefusals(t *testing.T) {
 		{
 			name: "moved port taken",
 			in:   deployment + "      containers:\n        - name: app\n          image: app\n          ports: [{containerPort: 9902}]\n",
-			o:    injectOptions{ProxyPort: 8081, AdminPort: 9902},
+			o:    Options{ProxyPort: 8081, AdminPort: 9902},
 			want: []string{"document 1 (Deployment web): container app already uses port 9902, one of the sidecar's (8081, 9902): move the sidecar's with -proxy-port N or -admin-port N"},
 		},
 		{
 			name: "sidecar already there on other ports",
 			in:   deployment + "      initContainers:\n        - name: sds-proxy\n          image: registry.example/sds-proxy:1.0\n          restartPolicy: Always\n          ports: [{name: proxy, containerPort: 8080}, {name: admin, containerPort: 9901}]\n      containers: [{name: app, image: app}]\n",
-			o:    injectOptions{ProxyPort: 8081, AdminPort: 9902},
+			o:    Options{ProxyPort: 8081, AdminPort: 9902},
 			want: []string{"document 1 (Deployment web): it already has a container sds-proxy on ports 8080 and 9901, not 8081 and 9902 (remove it to inject anew)"},
 		},
 		{
@@ -171,7 +172,7 @@ func TestInjectRefusals(t *testing.T) {
 		{
 			name: "native sidecar already there",
 			in:   deployment + "      initContainers: [{name: sds-proxy, image: registry.example/sds-proxy:1.0, restartPolicy: Always}]\n      containers: [{name: app, image: app}]\n",
-			o:    injectOptions{Legacy: true},
+			o:    Options{Legacy: true},
 			want: []string{"document 1 (Deployment web): it already has sds-proxy in initContainers; as a legacy sidecar (-legacy-sidecar) it belongs in containers (remove it to inject anew)"},
 		},
 		{
@@ -206,7 +207,7 @@ func TestInjectRefusals(t *testing.T) {
 			if tt.o.ProxyPort != 0 {
 				o.ProxyPort, o.AdminPort = tt.o.ProxyPort, tt.o.AdminPort
 			}
-			out, _, err := injectYAML([]byte(tt.in), o)
+			out, _, err := YAML([]byte(tt.in), o)
 			if err == nil {
 				t.Fatalf("inject succeeded with:\n%s\nwant the refusal %q", out, tt.want)
 			}
@@ -239,7 +240,7 @@ func TestInjectWarnings(t *testing.T) {
 	in := "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: p}}\nspec:\n  containers: [{name: app, image: app, ports: [{containerPort: 3000}]}]\n" +
 		"---\napiVersion: v1\nkind: Service\nmetadata: {name: p}\nspec:\n  selector: {app: p}\n  ports: [{port: 80, targetPort: 3000}]\n" +
 		"---\napiVersion: v1\nkind: Pod\nmetadata: {name: q}\nspec:\n  containers: [{name: app, image: app, ports: [{containerPort: 9000}]}]\n"
-	out, warnings, err := injectYAML([]byte(in), injectTestOptions)
+	out, warnings, err := YAML([]byte(in), injectTestOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +257,8 @@ func TestInjectWarnings(t *testing.T) {
 	}
 }
 
-// TestInjectCommand: the command's flags, a wrong one errUsage (exit 2),
-// its output on stdout, and its refusals on stderr with errInvalid (exit 1).
+// TestInjectCommand: the command's flags, a wrong one cli.ErrUsage (exit 2),
+// its output on stdout, and its refusals on stderr with cli.ErrInvalid (exit 1).
 func TestInjectCommand(t *testing.T) {
 	t.Parallel()
 	pod := "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  hostNetwork: true\n  containers: [{name: app, image: app}]\n"
@@ -267,7 +268,7 @@ func TestInjectCommand(t *testing.T) {
 		in         string
 		wantErr    string // "" for none
 		wantStderr string
-		usage      bool // wantErr is errUsage: a wrong command line
+		usage      bool // wantErr is cli.ErrUsage: a wrong command line
 	}{
 		{name: "no image", args: nil, wantErr: "inject: -image is required, such as -image registry.example/sds-proxy:1.0", usage: true},
 		{name: "service target without port", args: []string{"-image", "i", "-service-target"}, wantErr: "inject: -service-target needs -upstream-port, the app's port that Services target today", usage: true},
@@ -281,7 +282,7 @@ func TestInjectCommand(t *testing.T) {
 		{name: "app on 8080, sidecar moved", args: []string{"-image", "i", "-proxy-port", "8081", "-admin-port", "9902", "-upstream-port", "8080"},
 			in: "kind: Pod\nspec: {containers: [{name: app, ports: [{containerPort: 8080}], lifecycle: {preStop: {sleep: {seconds: 5}}}}]}\n"},
 		{name: "arguments", args: []string{"-image", "i", "in.yaml"}, wantErr: `inject: unexpected arguments ["in.yaml"] (the YAML comes on stdin)`, usage: true},
-		{name: "refused", args: []string{"-image", "i"}, in: pod, wantErr: errInvalid.Error(),
+		{name: "refused", args: []string{"-image", "i"}, in: pod, wantErr: cli.ErrInvalid.Error(),
 			wantStderr: "sds-proxy inject: document 1 (Pod p): hostNetwork pods share the node's ports: the sidecar's 8080 and 9901 would collide across pods; inject only pods with their own network\n"},
 		{name: "warned", args: []string{"-image", "i", "-upstream-port", "9000"}, in: "kind: Pod\nspec: {containers: [{name: app}]}\n",
 			wantStderr: "sds-proxy inject: warning: document 1 (Pod ): no container declares the upstream port 9000\n"},
@@ -290,7 +291,9 @@ func TestInjectCommand(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var stdout, stderr bytes.Buffer
-			err := inject(tt.args, strings.NewReader(tt.in), &stdout, &stderr)
+			fs := flag.NewFlagSet("inject", flag.ContinueOnError)
+			fs.SetOutput(&stderr)
+			err := Run(fs, tt.args, strings.NewReader(tt.in), &stdout)
 			if got := errString(err); got != tt.wantErr {
 				t.Errorf("got error %q, want %q", got, tt.wantErr)
 			}
@@ -303,11 +306,11 @@ func TestInjectCommand(t *testing.T) {
 			if tt.wantStderr != "" && stderr.String() != tt.wantStderr {
 				t.Errorf("stderr %q, want %q", stderr.String(), tt.wantStderr)
 			}
-			if tt.wantErr == errInvalid.Error() && !errors.Is(err, errInvalid) {
-				t.Errorf("got %v, want errInvalid (exit 1, nothing more printed)", err)
+			if tt.wantErr == cli.ErrInvalid.Error() && !errors.Is(err, cli.ErrInvalid) {
+				t.Errorf("got %v, want cli.ErrInvalid (exit 1, nothing more printed)", err)
 			}
-			if got := errors.Is(err, errUsage); got != tt.usage {
-				t.Errorf("errors.Is(%v, errUsage): got %v, want %v (exit 2 for a wrong command line)", err, got, tt.usage)
+			if got := errors.Is(err, cli.ErrUsage); got != tt.usage {
+				t.Errorf("errors.Is(%v, cli.ErrUsage): got %v, want %v (exit 2 for a wrong command line)", err, got, tt.usage)
 			}
 		})
 	}
@@ -323,7 +326,7 @@ func errString(err error) string {
 // FuzzInject: whatever the input, inject does not panic, and what it
 // writes, injected again, comes back byte for byte.
 func FuzzInject(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("testdata", "inject", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("testdata", "*.yaml"))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -335,11 +338,11 @@ func FuzzInject(f *testing.F) {
 		f.Add(in)
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, _, err := injectYAML(in, injectTestOptions)
+		out, _, err := YAML(in, injectTestOptions)
 		if err != nil {
 			return
 		}
-		again, _, err := injectYAML(out, injectTestOptions)
+		again, _, err := YAML(out, injectTestOptions)
 		if err != nil {
 			t.Fatalf("injecting the output again: %v\noutput:\n%s", err, out)
 		}
