@@ -97,14 +97,6 @@ func (s *settings) key(k *key, a, b reflect.Value) {
 	}
 }
 
-// field returns the field of owner that k names (owner itself for "").
-func field(k *key, owner reflect.Value) reflect.Value {
-	if k.field == "" {
-		return owner
-	}
-	return owner.FieldByIndex(k.index)
-}
-
 // showKey writes the value v of k, held by owner, for a Setting: by k's
 // show, or else by its type: a string quoted ("default" when empty), a
 // bool true or false (the enum's second or first value for a key with

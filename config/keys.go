@@ -63,7 +63,8 @@ type key struct {
 	// enum lists the values a string may take.
 	enum []string
 	// min and max bound an integer, both inclusive (for a duration, its
-	// integer of milliseconds): what validation rejects beyond them.
+	// integer of milliseconds): what validation (key.outside) or the
+	// limiter (limiter.Policy.Check) rejects beyond them.
 	min, max *int64
 	// outside is the message of a value beyond min and max, a format
 	// given the value, min and max (durations as such; for a string, its
@@ -212,6 +213,14 @@ func (f *File) walk(fn func(k *key, l loc, v reflect.Value)) {
 	}
 }
 
+// field returns the field of owner that k names (owner itself for "").
+func field(k *key, owner reflect.Value) reflect.Value {
+	if k.field == "" {
+		return owner
+	}
+	return owner.FieldByIndex(k.index)
+}
+
 // lookup returns the section's key called name, or nil.
 func (s *section) lookup(name string) *key {
 	if i, ok := s.index[name]; ok {
@@ -243,13 +252,13 @@ func bound(n int64) *int64 { return &n }
 // The keys at the top level.
 var (
 	keyListen = &key{name: "listen", field: "Listen", kind: kindString, restart: true, def: DefaultListen, show: showQuoted,
-		doc: "The proxy port's address, host:port. Changing it needs a restart."}
+		doc: "The proxy port's address, host:port."}
 	keyH2C = &key{name: "h2c", field: "H2C", kind: kindBool, restart: true, def: false,
-		doc: "Also accept cleartext HTTP/2 on the proxy port (gRPC inside a pod). Changing it needs a restart."}
+		doc: "Also accept cleartext HTTP/2 on the proxy port (gRPC inside a pod)."}
 	keyUpstream = &key{name: "upstream", field: "Upstream", kind: kindString, show: showQuoted,
 		doc: "The service's base URL: http://, https://, or h2c:// for cleartext HTTP/2, with a host and no path. Required here or as -upstream."}
 	keyAdmin = &key{name: "admin", field: "Admin", kind: kindString, restart: true, def: DefaultAdmin, show: showQuoted,
-		doc: "The admin port's address, host:port: /healthz, /readyz, /metrics, /status and the dashboard. Changing it needs a restart."}
+		doc: "The admin port's address, host:port: /healthz, /readyz, /metrics, /status and the dashboard."}
 	keyForwardedHeaders = &key{name: "forwardedHeaders", field: "ForwardedHeaders", kind: kindBool, def: true,
 		doc: "Set X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host for the upstream."}
 	keyWindow = &key{name: "window", field: "Window", kind: kindDuration, def: DefaultWindow.String(), min: bound(1), seconds: true, show: showText,
@@ -267,9 +276,9 @@ var (
 	keyAdminTokenFile = &key{name: "adminTokenFile", field: "AdminTokenFile", kind: kindString, file: true, minLength: 1,
 		doc: "A file holding the bearer token (at least 16 visible ASCII characters; surrounding white space ignored) that turns on the admin port's runtime switches, POST and DELETE /points/NAME/force. Absent: the switches do not exist. Read again on every reload; a relative path is resolved against the config file's directory."}
 	keyTLS = &key{name: "tls", field: "TLS", kind: kindMapping, restart: true, section: tlsSection,
-		doc: "Inbound TLS: certFile and keyFile, or acme. Changing it needs a restart."}
+		doc: "Inbound TLS: certFile and keyFile, or acme."}
 	keyCluster = &key{name: "cluster", field: "Cluster", kind: kindMapping, restart: true, section: clusterSection, whole: true, show: showCluster,
-		doc: "The Redis that the points' clusterTokenBucket live in, shared by every proxy that names it. Requests never wait on it: tokens are leased in the background. Changing it needs a restart."}
+		doc: "The Redis that the points' clusterTokenBucket live in, shared by every proxy that names it. Requests never wait on it: tokens are leased in the background."}
 	keyRoutes = &key{name: "routes", field: "Routes", kind: kindList, maxItems: maxRoutes, section: routeSection,
 		doc: "Map requests to points; the first match wins. A request that matches no route is proxied unprotected."}
 	keyPoints = &key{name: "points", field: "Points", kind: kindNamed, pattern: pointNamePattern, maxItems: maxPoints, section: pointSection,

@@ -160,10 +160,14 @@ func numberLimits(s map[string]any, k *key) {
 	}
 }
 
-// describeKey returns k's doc with its unit, for a duration how to write
-// one, and for a threshold how to turn it off.
+// describeKey returns k's doc with whether a change needs a restart
+// (key.restart), its unit, for a duration how to write one, and for a
+// threshold how to turn it off.
 func describeKey(k *key) string {
 	d := k.doc
+	if k.restart {
+		d += " Changing it needs a restart."
+	}
 	switch {
 	case k.kind == kindDuration:
 		d += " A duration such as 250ms, 2s or 1m30s, or an integer of milliseconds."
