@@ -79,8 +79,11 @@ func TestParseAdminTokenFile(t *testing.T) {
 	if again, _ := parse("adminTokenFile: token"); !Diff(b, again).Empty() {
 		t.Errorf("the same token read twice: got change %q", Diff(b, again))
 	}
+}
 
-	// ParseText keeps the path as written and reads nothing.
+// TestParseTextAdminTokenFile: ParseText keeps adminTokenFile's path as
+// written and reads nothing.
+func TestParseTextAdminTokenFile(t *testing.T) {
 	text, err := ParseText("elsewhere/sds.yaml", []byte("adminTokenFile: secret/token\n"+valid), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -346,85 +346,91 @@ func mutations() []mutation {
 		at := func(k string) []string { return append(slices.Clone(base), k) }
 		out = append(out, mutation{at("bogusKey"), 1, true})
 		for _, k := range sec.keys {
-			bad := func(vs ...any) {
-				for _, v := range vs {
-					out = append(out, mutation{at(k.name), v, true})
-				}
+			bad, good := keyValues(k)
+			for _, v := range bad {
+				out = append(out, mutation{at(k.name), v, true})
 			}
-			good := func(vs ...any) {
-				for _, v := range vs {
-					out = append(out, mutation{at(k.name), v, false})
-				}
-			}
-			switch k.kind {
-			case kindString:
-				bad(5, true, 1.5, []any{"a"}, map[string]any{"a": "b"}, nil)
-				for _, e := range k.enum {
-					good(e)
-					bad(strings.ToUpper(e), e+"x")
-				}
-				if k.minLength > 0 {
-					bad("")
-				}
-				if k.maxLength > 0 {
-					good(strings.Repeat("é", k.maxLength))
-					bad(strings.Repeat("x", k.maxLength+1))
-				}
-				if k.pattern != "" {
-					bad(" a b\n")
-				}
-			case kindBool:
-				bad("yes", "true", 1, nil, []any{true})
-				good(true, false)
-			case kindInt, kindThreshold:
-				bad("5", 1.5, true, nil, []any{1}, map[string]any{})
-				for _, n := range []int64{-1, 0, 1} {
-					if (k.min == nil || n >= *k.min) && (k.max == nil || n <= *k.max) {
-						good(n)
-					}
-				}
-			case kindDuration:
-				bad("ten seconds", "10", "10 s", true, 1.5, nil, []any{"1s"}, "1d")
-				good("250ms", "1m30s", "1.5h", 250, "0")
-			case kindStrings:
-				bad("a", 5, []any{5}, []any{nil}, []any{[]any{"a"}}, map[string]any{"a": "b"})
-				good(nil)
-				if k.maxItems > 0 {
-					bad(slices.Repeat([]any{"A"}, k.maxItems+1))
-				}
-				if k.pattern != "" {
-					bad([]any{"a b"})
-				}
-			case kindHeaders:
-				bad("a", []any{"a"}, map[string]any{"A": nil}, map[string]any{"A": []any{nil}},
-					map[string]any{"A": map[string]any{"b": "c"}}, map[string]any{"A B": "c"}, map[string]any{"": "c"})
-				good(nil, map[string]any{"A": 1, "B": []any{"c", true}})
-			case kindMapping:
-				bad("a", 5, []any{"a"}, map[string]any{"bogusKey": 1})
-				good(nil)
-			case kindList:
-				bad("a", 5, map[string]any{"a": "b"}, []any{5}, []any{"a"})
-				good(nil)
-			case kindNamed:
-				bad("a", 5, []any{"a"}, map[string]any{"p": 5}, map[string]any{"p": "a"})
-				good(nil)
-				if k.pattern != "" {
-					bad(map[string]any{"bad name": map[string]any{}}, map[string]any{strings.Repeat("n", maxNameLen+1): map[string]any{}})
-				}
-			}
-			if k.kind == kindInt || k.kind == kindThreshold || k.kind == kindDuration {
-				if k.min != nil {
-					good(*k.min)
-					bad(*k.min - 1)
-				}
-				if k.max != nil {
-					good(*k.max)
-					bad(*k.max + 1)
-				}
+			for _, v := range good {
+				out = append(out, mutation{at(k.name), v, false})
 			}
 		}
 	}
 	return out
+}
+
+// keyValues returns values of k that the schema rejects (bads) and
+// accepts (goods): of other types, beyond or at its bounds, enum and
+// pattern.
+func keyValues(k *key) (bads, goods []any) {
+	bad := func(vs ...any) { bads = append(bads, vs...) }
+	good := func(vs ...any) { goods = append(goods, vs...) }
+	switch k.kind {
+	case kindString:
+		bad(5, true, 1.5, []any{"a"}, map[string]any{"a": "b"}, nil)
+		for _, e := range k.enum {
+			good(e)
+			bad(strings.ToUpper(e), e+"x")
+		}
+		if k.minLength > 0 {
+			bad("")
+		}
+		if k.maxLength > 0 {
+			good(strings.Repeat("é", k.maxLength))
+			bad(strings.Repeat("x", k.maxLength+1))
+		}
+		if k.pattern != "" {
+			bad(" a b\n")
+		}
+	case kindBool:
+		bad("yes", "true", 1, nil, []any{true})
+		good(true, false)
+	case kindInt, kindThreshold:
+		bad("5", 1.5, true, nil, []any{1}, map[string]any{})
+		for _, n := range []int64{-1, 0, 1} {
+			if (k.min == nil || n >= *k.min) && (k.max == nil || n <= *k.max) {
+				good(n)
+			}
+		}
+	case kindDuration:
+		bad("ten seconds", "10", "10 s", true, 1.5, nil, []any{"1s"}, "1d")
+		good("250ms", "1m30s", "1.5h", 250, "0")
+	case kindStrings:
+		bad("a", 5, []any{5}, []any{nil}, []any{[]any{"a"}}, map[string]any{"a": "b"})
+		good(nil)
+		if k.maxItems > 0 {
+			bad(slices.Repeat([]any{"A"}, k.maxItems+1))
+		}
+		if k.pattern != "" {
+			bad([]any{"a b"})
+		}
+	case kindHeaders:
+		bad("a", []any{"a"}, map[string]any{"A": nil}, map[string]any{"A": []any{nil}},
+			map[string]any{"A": map[string]any{"b": "c"}}, map[string]any{"A B": "c"}, map[string]any{"": "c"})
+		good(nil, map[string]any{"A": 1, "B": []any{"c", true}})
+	case kindMapping:
+		bad("a", 5, []any{"a"}, map[string]any{"bogusKey": 1})
+		good(nil)
+	case kindList:
+		bad("a", 5, map[string]any{"a": "b"}, []any{5}, []any{"a"})
+		good(nil)
+	case kindNamed:
+		bad("a", 5, []any{"a"}, map[string]any{"p": 5}, map[string]any{"p": "a"})
+		good(nil)
+		if k.pattern != "" {
+			bad(map[string]any{"bad name": map[string]any{}}, map[string]any{strings.Repeat("n", maxNameLen+1): map[string]any{}})
+		}
+	}
+	if k.kind == kindInt || k.kind == kindThreshold || k.kind == kindDuration {
+		if k.min != nil {
+			good(*k.min)
+			bad(*k.min - 1)
+		}
+		if k.max != nil {
+			good(*k.max)
+			bad(*k.max + 1)
+		}
+	}
+	return bads, goods
 }
 
 // TestSchemaRejectsOnlyWhatValidateRejects: over a table of changes to a
