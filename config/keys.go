@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -488,16 +489,24 @@ var (
 var fallbackSection = newSection("", reflect.TypeFor[Fallback](), "The answer of a degraded request; it carries Sds-Degraded: STRATEGY; point=NAME.",
 	keyFallbackStatus, keyFallbackHeaders, keyFallbackBodyFile, keyFallbackBody, keyFallbackGRPCStatus, keyFallbackGRPCMessage)
 
-// Patterns of the schema, the same rules validation applies.
+// Patterns of the schema; validation matches the same (tokenRE,
+// pointNameRE).
 const (
-	// tokenPattern is an RFC 9110 token (isToken): a header name.
+	// tokenPattern is an RFC 9110 token: a header name.
 	tokenPattern = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
 	// methodPattern is a token in upper case: a method as routes match it.
 	methodPattern = "^[!#$%&'*+.^_`|~0-9A-Z-]+$"
-	// pointNamePattern is a point's name (isNameChar, maxNameLen).
-	pointNamePattern = "^[A-Za-z0-9._-]{1,128}$"
 	// durationPattern is what time.ParseDuration reads, and a little more.
 	durationPattern = `^[-+]?(0|([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+)$`
+)
+
+// pointNamePattern is a point's name: 1 to maxNameLen letters, digits,
+// '.', '_' and '-'.
+var pointNamePattern = fmt.Sprintf("^[A-Za-z0-9._-]{1,%d}$", maxNameLen)
+
+var (
+	tokenRE     = regexp.MustCompile(tokenPattern)
+	pointNameRE = regexp.MustCompile(pointNamePattern)
 )
 
 // maxMillis is the largest duration the decoder accepts as an integer of

@@ -348,22 +348,7 @@ func (c *checker) tls() {
 }
 
 // isToken reports whether s is an RFC 9110 token: a method or a header name.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if r >= 0x7f || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
-			return false
-		}
-	}
-	return true
-}
-
-// isNameChar reports whether r may appear in a point name.
-func isNameChar(r rune) bool {
-	return 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-'
-}
+func isToken(s string) bool { return tokenRE.MatchString(s) }
 
 // isSpaceOrControl reports whether r is an ASCII space or control character.
 func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }

@@ -32,7 +32,7 @@ func (c *checker) points() {
 		switch {
 		case p.Name == "":
 			c.p.add(c.key(loc{point: p.Name}), "a point's name is empty; name it, such as orders.read:")
-		case len(p.Name) > maxNameLen || strings.ContainsFunc(p.Name, func(r rune) bool { return !isNameChar(r) }):
+		case !pointNameRE.MatchString(p.Name):
 			c.p.add(c.key(loc{point: p.Name}), "point name %q: use up to %d letters, digits, '.', '_' and '-' (the name appears in metric labels and the Sds-Degraded header)", p.Name, maxNameLen)
 		}
 		if allKnown && !named[p.Name] {
