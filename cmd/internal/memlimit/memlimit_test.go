@@ -31,7 +31,7 @@ func TestMemoryLimit(t *testing.T) {
 	}
 }
 
-// checkMemoryLimit runs memoryLimit with the environment env and the
+// checkMemoryLimit runs Limit with the environment env and the
 // files files (a name missing or mapped to "" does not exist) and checks
 // its limit and source, or that its error holds wantErr.
 func checkMemoryLimit(t *testing.T, env, files map[string]string, want int64, wantFrom, wantErr string) {
