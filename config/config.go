@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // File is one parsed, defaulted and validated sds.yaml.
@@ -164,6 +165,12 @@ type Route struct {
 	// Priority is the matched requests' priority (docs/protections.md, Priority
 	// shedding); the zero Priority is limiter.PriorityDefault.
 	Priority limiter.Priority
+}
+
+// Rule returns the rule the proxy routes r's requests by, with its paths
+// as written: route.Normalize puts them in normal form.
+func (r Route) Rule() route.Rule {
+	return route.Rule{Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host}
 }
 
 // Point is one protected point: what its limiter judges, how its upstream

@@ -282,10 +282,5 @@ func covers(a, b Route) bool {
 	if a.Path+a.PathPrefix != "" && (!plainPath(a.Path+a.PathPrefix) || !plainPath(b.Path+b.PathPrefix)) {
 		return false
 	}
-	return route.Covers(ruleOf(a), ruleOf(b))
-}
-
-// ruleOf is the rule the proxy routes r by, its paths as written.
-func ruleOf(r Route) route.Rule {
-	return route.Rule{Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host}
+	return route.Covers(a.Rule(), b.Rule())
 }

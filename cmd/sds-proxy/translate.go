@@ -8,7 +8,6 @@ import (
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
-	"github.com/sds-proxy/sds-proxy/route"
 )
 
 // translateShared turns a validated config file into the request path's
@@ -60,7 +59,7 @@ func translateShared(f *config.File, prev *proxy.Config, shared map[string]limit
 		}
 		// NewRoute puts the paths in the normal form requests are routed
 		// by, so that whichever spelling the file uses matches.
-		rt, err := proxy.NewRoute(proxy.Route{Point: p, Priority: r.Priority, Rule: route.Rule{Methods: r.Methods, Path: r.Path, PathPrefix: r.PathPrefix, Host: r.Host}})
+		rt, err := proxy.NewRoute(proxy.Route{Point: p, Priority: r.Priority, Rule: r.Rule()})
 		if err != nil {
 			return nil, fmt.Errorf("route %d: %w", i+1, err)
 		}
