@@ -28,8 +28,8 @@ type command struct {
 	// list of sds-proxy help.
 	summary string
 	// run runs the command on the arguments after its name. It parses
-	// them with parseFlags (or prints the same usage on -h), so that
-	// "NAME -h" prints the usage and nothing else happens.
+	// them with parseFlags, or hands its package a flag set from flagSet,
+	// so that "NAME -h" prints the usage and nothing else happens.
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 

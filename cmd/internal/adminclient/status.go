@@ -23,8 +23,8 @@ import (
 // Status is `sds-proxy status`: it prints the state of a running proxy's
 // points, read from its admin port's GET /status, as a table (-o table,
 // the default) or as the document itself (-o json, indented). fs is the
-// command's flag set, which main made: its output (stderr) takes the
-// problems of a wrong command line and the usage. Status returns
+// command's flag set, which main made: a wrong command line's problems
+// and the usage go to its output. Status returns
 // cli.ErrUsage for a wrong command line, and an error naming the address
 // and the cause when the admin port cannot be reached, answers other than
 // 200, or answers something that is not a /status document.
