@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"reflect"
@@ -61,39 +62,41 @@ func (c *checker) bounds(k *key, l loc, f reflect.Value) {
 	case k.maxLength > 0 && f.Len() > k.maxLength:
 		c.wrong(l, k.outside, f.Len(), k.minLength, k.maxLength)
 	case k.outside != "" && k.kind != kindString && !inBounds(k, f.Int()):
-		c.wrong(l, k.outside, shown(k, f.Int(), 1), shown(k, deref(k.min), scale(k)), shown(k, deref(k.max), scale(k)))
+		lo, hi := limits(k)
+		c.wrong(l, k.outside, shown(k, f.Int()), shown(k, lo), shown(k, hi))
 	}
 }
 
-// inBounds reports whether n, the value of k (for a duration, in
-// nanoseconds), is within k's bounds.
+// inBounds reports whether n, a value of k, is within k's bounds.
 func inBounds(k *key, n int64) bool {
-	return (k.min == nil || n >= scale(k)**k.min) && (k.max == nil || n <= scale(k)**k.max)
+	lo, hi := limits(k)
+	return lo <= n && n <= hi
 }
 
-// scale is what k's bounds count in: a millisecond for a duration, else 1.
-func scale(k *key) int64 {
+// limits returns k's bounds in the unit of its value (nanoseconds for a
+// duration; its bounds count milliseconds), the extremes of int64 where
+// it has none.
+func limits(k *key) (lo, hi int64) {
+	unit := int64(1)
 	if k.kind == kindDuration {
-		return int64(time.Millisecond)
+		unit = int64(time.Millisecond)
 	}
-	return 1
+	lo, hi = math.MinInt64, math.MaxInt64
+	if k.min != nil {
+		lo = *k.min * unit
+	}
+	if k.max != nil {
+		hi = *k.max * unit
+	}
+	return lo, hi
 }
 
-// shown returns n, a value of k counted in unit, to print: a duration
-// as one.
-func shown(k *key, n, unit int64) any {
+// shown returns n, a value of k, to print: a duration as one.
+func shown(k *key, n int64) any {
 	if k.kind == kindDuration {
-		return time.Duration(n * unit)
+		return time.Duration(n)
 	}
 	return n
-}
-
-// deref returns *n, or 0 for nil.
-func deref(n *int64) int64 {
-	if n == nil {
-		return 0
-	}
-	return *n
 }
 
 // key returns where the key at l starts; for an absent key, where its
