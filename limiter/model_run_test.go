@@ -173,6 +173,26 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// modelPair is one call as the Point and the model each hold it.
+type modelPair struct {
+	c Call
+	m *modelCall
+}
+
+// modelRun is one run in progress: the Point and the model side by side,
+// the calls they hold, the current instant and the last steps taken.
+type modelRun struct {
+	t        *testing.T
+	r        *rand.Rand
+	p        *Point
+	m        *model
+	settings func(Settings) (impl, mod Settings)
+	calls    []*modelPair
+	now      int64
+	step     int
+	trace    []string // the last steps, shown when a step fails
+}
+
 func runModel(t *testing.T, tc modelCase, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 0x5d5))
 	percentFor := func() func() int {
@@ -187,131 +207,152 @@ func runModel(t *testing.T, tc modelCase, seed uint64) {
 	}
 
 	is, ms := settings(tc.settings(r))
-	p := mustPoint(t, is)
-	m := newModel(ms)
-	type pair struct {
-		c Call
-		m *modelCall
-	}
-	var calls []*pair
-	now := t0.UnixNano() + r.Int64N(int64(time.Second)) // any phase of a bucket
-	// The last steps, shown when a step fails.
-	var trace []string
-	logf := func(format string, args ...any) {
-		if len(trace) == 40 {
-			trace = trace[1:]
-		}
-		trace = append(trace, fmt.Sprintf("+%v: ", time.Duration(now-t0.UnixNano()))+fmt.Sprintf(format, args...))
-	}
+	run := &modelRun{t: t, r: r, p: mustPoint(t, is), m: newModel(ms), settings: settings}
+	run.now = t0.UnixNano() + r.Int64N(int64(time.Second)) // any phase of a bucket
 	defer func() {
 		if t.Failed() {
-			t.Logf("last steps:\n%s", strings.Join(trace, "\n"))
+			t.Logf("last steps:\n%s", strings.Join(run.trace, "\n"))
 		}
 	}()
-
 	for step := range tc.steps {
-		// Time moves on: mostly a little, sometimes across buckets,
-		// sometimes past the window, rarely by hours.
-		switch x := r.IntN(100); {
-		case x < 40:
-		case x < 85:
-			now += r.Int64N(int64(30 * time.Millisecond))
-		case x < 97:
-			now += r.Int64N(int64(400 * time.Millisecond))
-		case x < 99:
-			now += r.Int64N(int64(12 * time.Second))
-		default:
-			now += r.Int64N(int64(3 * time.Hour))
-		}
-		at := time.Unix(0, now)
-		where := func() string {
-			return fmt.Sprintf("step %d at +%v (settings %+v)", step, time.Duration(now-t0.UnixNano()), m.s)
-		}
+		run.step = step
+		run.advance()
+		run.act()
+		run.compare()
+	}
+}
 
-		switch x := r.IntN(100); {
-		case x < 50 || len(calls) == 0: // Enter
-			pt := r.IntN(8) == 0
-			pr := Priority(r.IntN(4)) // the zero Priority included
-			steerShard(r)
-			c := &pair{}
-			got := p.Enter(&c.c, at, Request{PressureTest: pt, Priority: pr})
-			want, mc := m.enter(now, pt, pr)
-			c.m = mc
-			logf("call %p: Enter(pt=%v, %v) = %+v", c, pt, pr, got)
-			if got != want {
-				t.Fatalf("%s: Enter(pressureTest=%v, %v) = %+v, want %+v", where(), pt, pr, got, want)
-			}
-			calls = append(calls, c) // degraded ones too: their Exit must do nothing
-		case x < 53: // Settle, as the handler's loop does once a second
-			logf("Settle")
-			if got, want := p.Settle(at), m.settle(now); got != want {
-				t.Fatalf("%s: Settle = %v, want %v", where(), got, want)
-			}
-		case x < 62: // Timeout
-			c := calls[r.IntN(len(calls))]
-			logf("call %p: Timeout", c)
-			if got, want := c.c.Timeout(at), c.m.timeout(now); got != want {
-				t.Fatalf("%s: Timeout = %v, want %v", where(), got, want)
-			}
-		case x < 65: // Refused: a judge after the limiter turns the call away
-			c := calls[r.IntN(len(calls))]
-			logf("call %p: Refused", c)
-			if got, want := c.c.Refused(at), c.m.refused(now); got != want {
-				t.Fatalf("%s: Refused = %v, want %v", where(), got, want)
-			}
-		case x < 97: // Exit, sometimes twice
-			i := r.IntN(len(calls))
-			c := calls[i]
-			o := []Outcome{OK, OK, OK, Failed, Failed, Canceled, 0}[r.IntN(7)]
-			logf("call %p: Exit(%d)", c, o)
-			if got, want := c.c.Exit(at, o), c.m.exit(now, o); got != want {
-				t.Fatalf("%s: Exit(%d) = %v, want %v", where(), o, got, want)
-			}
-			if r.IntN(10) != 0 {
-				calls = slices.Delete(calls, i, i+1)
-			}
-		default: // Reconfigure, keeping the shape
-			is, ms := settings(keepShape(r, m.s))
-			logf("Reconfigure(%+v)", ms)
-			np, err := p.Reconfigure(is)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p = np
-			m.reconfigure(ms)
-		}
+func (run *modelRun) logf(format string, args ...any) {
+	if len(run.trace) == 40 {
+		run.trace = run.trace[1:]
+	}
+	run.trace = append(run.trace, fmt.Sprintf("+%v: ", time.Duration(run.now-t0.UnixNano()))+fmt.Sprintf(format, args...))
+}
 
-		sn := p.Snapshot(at)
-		if want := m.counts(now); sn.Counts != want {
-			t.Fatalf("%s: Snapshot counts = %+v, want %+v", where(), sn.Counts, want)
+// where names the step in a failure message.
+func (run *modelRun) where() string {
+	return fmt.Sprintf("step %d at +%v (settings %+v)", run.step, time.Duration(run.now-t0.UnixNano()), run.m.s)
+}
+
+// advance moves time on: mostly a little, sometimes across buckets,
+// sometimes past the window, rarely by hours.
+func (run *modelRun) advance() {
+	r := run.r
+	switch x := r.IntN(100); {
+	case x < 40:
+	case x < 85:
+		run.now += r.Int64N(int64(30 * time.Millisecond))
+	case x < 97:
+		run.now += r.Int64N(int64(400 * time.Millisecond))
+	case x < 99:
+		run.now += r.Int64N(int64(12 * time.Second))
+	default:
+		run.now += r.Int64N(int64(3 * time.Hour))
+	}
+}
+
+// act takes one random step on both sides and compares what each returns.
+func (run *modelRun) act() {
+	t, r, now, at := run.t, run.r, run.now, time.Unix(0, run.now)
+	switch x := r.IntN(100); {
+	case x < 50 || len(run.calls) == 0:
+		run.enter()
+	case x < 53: // Settle, as the handler's loop does once a second
+		run.logf("Settle")
+		if got, want := run.p.Settle(at), run.m.settle(now); got != want {
+			t.Fatalf("%s: Settle = %v, want %v", run.where(), got, want)
 		}
-		if sn.InFlight != m.inflight {
-			t.Fatalf("%s: InFlight = %d, want %d", where(), sn.InFlight, m.inflight)
+	case x < 62: // Timeout
+		c := run.calls[r.IntN(len(run.calls))]
+		run.logf("call %p: Timeout", c)
+		if got, want := c.c.Timeout(at), c.m.timeout(now); got != want {
+			t.Fatalf("%s: Timeout = %v, want %v", run.where(), got, want)
 		}
-		if want := m.state(now); sn.Status.State != want || p.State(at) != want {
-			t.Fatalf("%s: State = %v (State() %v), want %v", where(), sn.Status.State, p.State(at), want)
+	case x < 65: // Refused: a judge after the limiter turns the call away
+		c := run.calls[r.IntN(len(run.calls))]
+		run.logf("call %p: Refused", c)
+		if got, want := c.c.Refused(at), c.m.refused(now); got != want {
+			t.Fatalf("%s: Refused = %v, want %v", run.where(), got, want)
 		}
-		var wantLimit int64
-		if m.ad != nil {
-			wantLimit = m.ad.current(m.s.AdaptiveConcurrency)
+	case x < 97:
+		run.exit()
+	default: // Reconfigure, keeping the shape
+		is, ms := run.settings(keepShape(r, run.m.s))
+		run.logf("Reconfigure(%+v)", ms)
+		np, err := run.p.Reconfigure(is)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if sn.Adaptive.Limit != wantLimit {
-			t.Fatalf("%s: adaptive limit = %d, want %d", where(), sn.Adaptive.Limit, wantLimit)
-		}
-		if rec := m.recovering(now); sn.Status.Recovering != rec {
-			t.Fatalf("%s: Recovering = %v, want %v", where(), sn.Status.Recovering, rec)
-		}
-		got := sn.LastTrip
-		got.At = got.At.UTC()
-		if got != m.last {
-			t.Fatalf("%s: LastTrip = %+v, want %+v", where(), got, m.last)
-		}
-		var sum Counts
-		for _, b := range sn.Series {
-			sum.add(b)
-		}
-		if sum != sn.Counts {
-			t.Fatalf("%s: Series sums to %+v, want %+v", where(), sum, sn.Counts)
-		}
+		run.p = np
+		run.m.reconfigure(ms)
+	}
+}
+
+func (run *modelRun) enter() {
+	r := run.r
+	pt := r.IntN(8) == 0
+	pr := Priority(r.IntN(4)) // the zero Priority included
+	steerShard(r)
+	c := &modelPair{}
+	got := run.p.Enter(&c.c, time.Unix(0, run.now), Request{PressureTest: pt, Priority: pr})
+	want, mc := run.m.enter(run.now, pt, pr)
+	c.m = mc
+	run.logf("call %p: Enter(pt=%v, %v) = %+v", c, pt, pr, got)
+	if got != want {
+		run.t.Fatalf("%s: Enter(pressureTest=%v, %v) = %+v, want %+v", run.where(), pt, pr, got, want)
+	}
+	run.calls = append(run.calls, c) // degraded ones too: their Exit must do nothing
+}
+
+// exit ends a random call, and sometimes leaves it held to be ended twice.
+func (run *modelRun) exit() {
+	r := run.r
+	i := r.IntN(len(run.calls))
+	c := run.calls[i]
+	o := []Outcome{OK, OK, OK, Failed, Failed, Canceled, 0}[r.IntN(7)]
+	run.logf("call %p: Exit(%d)", c, o)
+	if got, want := c.c.Exit(time.Unix(0, run.now), o), c.m.exit(run.now, o); got != want {
+		run.t.Fatalf("%s: Exit(%d) = %v, want %v", run.where(), o, got, want)
+	}
+	if r.IntN(10) != 0 {
+		run.calls = slices.Delete(run.calls, i, i+1)
+	}
+}
+
+// compare requires the Point's Snapshot to match the model after a step.
+func (run *modelRun) compare() {
+	t, p, m, now, at := run.t, run.p, run.m, run.now, time.Unix(0, run.now)
+	where := run.where
+	sn := p.Snapshot(at)
+	if want := m.counts(now); sn.Counts != want {
+		t.Fatalf("%s: Snapshot counts = %+v, want %+v", where(), sn.Counts, want)
+	}
+	if sn.InFlight != m.inflight {
+		t.Fatalf("%s: InFlight = %d, want %d", where(), sn.InFlight, m.inflight)
+	}
+	if want := m.state(now); sn.Status.State != want || p.State(at) != want {
+		t.Fatalf("%s: State = %v (State() %v), want %v", where(), sn.Status.State, p.State(at), want)
+	}
+	var wantLimit int64
+	if m.ad != nil {
+		wantLimit = m.ad.current(m.s.AdaptiveConcurrency)
+	}
+	if sn.Adaptive.Limit != wantLimit {
+		t.Fatalf("%s: adaptive limit = %d, want %d", where(), sn.Adaptive.Limit, wantLimit)
+	}
+	if rec := m.recovering(now); sn.Status.Recovering != rec {
+		t.Fatalf("%s: Recovering = %v, want %v", where(), sn.Status.Recovering, rec)
+	}
+	got := sn.LastTrip
+	got.At = got.At.UTC()
+	if got != m.last {
+		t.Fatalf("%s: LastTrip = %+v, want %+v", where(), got, m.last)
+	}
+	var sum Counts
+	for _, b := range sn.Series {
+		sum.add(b)
+	}
+	if sum != sn.Counts {
+		t.Fatalf("%s: Series sums to %+v, want %+v", where(), sum, sn.Counts)
 	}
 }

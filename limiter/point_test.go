@@ -190,13 +190,33 @@ func TestConcurrent(t *testing.T) {
 	want(t, "threshold 0", v, false, Concurrent, 1, 0)
 }
 
+// timeoutAt is the duration threshold of the timeout tests.
+const timeoutAt = 100 * ms
+
+// timeoutPoint has a timeoutAt duration threshold and the given count
+// threshold.
+func timeoutPoint(t *testing.T, count Threshold) *Point {
+	return mustPoint(t, settings(func(s *Settings) { s.TimeoutThreshold, s.TimeoutCountThreshold = timeoutAt, count }))
+}
+
+// timeoutExclusions remove time from a call of 2*timeoutAt: a call is a
+// timeout while what is left is at least the threshold.
+var timeoutExclusions = []struct {
+	name     string
+	excluded time.Duration
+	timeout  bool
+}{
+	{"nothing excluded", 0, true},
+	{"duration threshold exactly", timeoutAt, true},
+	{"duration threshold-1ns", timeoutAt + 1, false},
+	{"all but nothing", 2 * timeoutAt, false},
+	{"a negative exclusion is ignored", -timeoutAt, true},
+}
+
 func TestTimeout(t *testing.T) {
-	const tt = 100 * ms
-	newP := func(count Threshold) *Point {
-		return mustPoint(t, settings(func(s *Settings) { s.TimeoutThreshold, s.TimeoutCountThreshold = tt, count }))
-	}
+	const tt = timeoutAt
 	t.Run("a call of exactly the threshold is a timeout", func(t *testing.T) {
-		p := newP(Threshold{})
+		p := timeoutPoint(t, Threshold{})
 		_, c := enter(p, at(0))
 		c.Exit(at(tt-1), OK)
 		if got := counts(p, at(tt)).Timeouts; got != 0 {
@@ -212,7 +232,7 @@ func TestTimeout(t *testing.T) {
 		}
 	})
 	t.Run("Timeout counts once while in flight", func(t *testing.T) {
-		p := newP(Threshold{})
+		p := timeoutPoint(t, Threshold{})
 		_, c := enter(p, at(0))
 		if c.Timeout(at(tt - 1)) {
 			t.Errorf("Timeout before the threshold = true, want false")
@@ -235,24 +255,14 @@ func TestTimeout(t *testing.T) {
 		}
 	})
 	t.Run("time excluded as the client's is not the call's", func(t *testing.T) {
-		for _, tc := range []struct {
-			name     string
-			excluded time.Duration // removed from a call of 2*tt
-			timeout  bool
-		}{
-			{"nothing excluded", 0, true},
-			{"duration threshold exactly", tt, true},
-			{"duration threshold-1ns", tt + 1, false},
-			{"all but nothing", 2 * tt, false},
-			{"a negative exclusion is ignored", -tt, true},
-		} {
-			p := newP(Threshold{})
+		for _, tc := range timeoutExclusions {
+			p := timeoutPoint(t, Threshold{})
 			_, c := enter(p, at(0))
 			c.Exclude(tc.excluded)
 			if got := c.Timeout(at(2 * tt)); got != tc.timeout {
 				t.Errorf("%s: Timeout = %v, want %v (Duration %v)", tc.name, got, tc.timeout, c.Duration(at(2*tt)))
 			}
-			p = newP(Threshold{})
+			p = timeoutPoint(t, Threshold{})
 			_, c = enter(p, at(0))
 			c.Exclude(tc.excluded)
 			c.Exit(at(2*tt), OK)
@@ -266,8 +276,12 @@ func TestTimeout(t *testing.T) {
 			t.Errorf("Duration of an empty Call = %v, want 0", got)
 		}
 	})
+}
+
+func TestTimeoutCount(t *testing.T) {
+	const tt = timeoutAt
 	t.Run("timeouts >= count threshold trip", func(t *testing.T) {
-		p := newP(At(2))
+		p := timeoutPoint(t, At(2))
 		_, c := enter(p, at(0))
 		c.Timeout(at(tt))
 		pass(t, p, 1, at(tt), OK) // 1 timeout: passes
@@ -278,7 +292,7 @@ func TestTimeout(t *testing.T) {
 		c.Exit(at(2*tt), OK)
 	})
 	t.Run("count threshold 0 trips at once", func(t *testing.T) {
-		v, _ := enter(newP(At(0)), at(0))
+		v, _ := enter(timeoutPoint(t, At(0)), at(0))
 		want(t, "0", v, false, Timeout, 0, 0)
 	})
 	t.Run("no timeout threshold: nothing counts, nothing trips", func(t *testing.T) {
@@ -476,60 +490,70 @@ func TestPressureTest(t *testing.T) {
 	}
 }
 
-func TestDelayAndProbes(t *testing.T) {
-	const retry, delay = time.Second, 10 * time.Second
-	newP := func(f func(*Settings)) *Point {
-		return mustPoint(t, settings(func(s *Settings) {
-			s.VisitThreshold, s.DelayTime, s.RetryInterval, s.TimeoutThreshold = At(1), delay, retry, 300*ms
-			if f != nil {
-				f(s)
-			}
-		}))
-	}
-	// trip passes one request and trips the point at 0.
-	trip := func(p *Point) {
-		t.Helper()
-		pass(t, p, 1, at(0), OK)
-		v, _ := enter(p, at(0))
-		if v.Allowed || v.Strategy != Visit || v.Delay || v.Events != EventTripped|EventDelayStarted {
-			t.Fatalf("trip: got %+v, want degraded by visit, tripped, delay started", v)
-		}
-	}
-	degraded := func(p *Point, d time.Duration) {
-		t.Helper()
-		v, _ := enter(p, at(d))
-		if v.Allowed || !v.Delay || v.Strategy != Visit || v.Probe || v.Events != 0 {
-			t.Fatalf("at %v: got %+v, want degraded in the delay, as visit", d, v)
-		}
-	}
-	probe := func(p *Point, d time.Duration) *Call {
-		t.Helper()
-		v, c := enter(p, at(d))
-		if !v.Allowed || !v.Delay || !v.Probe || v.Strategy != Visit {
-			t.Fatalf("at %v: got %+v, want a probe", d, v)
-		}
-		return c
-	}
+// The delay tests' point trips on its second visit, then degrades for
+// delayTime with a probe every delayRetry; a call of 300ms is a timeout.
+const delayRetry, delayTime = time.Second, 10 * time.Second
 
+// delayPoint is the delay tests' point, changed by f if f is not nil.
+func delayPoint(t *testing.T, f func(*Settings)) *Point {
+	return mustPoint(t, settings(func(s *Settings) {
+		s.VisitThreshold, s.DelayTime, s.RetryInterval, s.TimeoutThreshold = At(1), delayTime, delayRetry, 300*ms
+		if f != nil {
+			f(s)
+		}
+	}))
+}
+
+// tripDelay passes one request and trips the point at 0.
+func tripDelay(t *testing.T, p *Point) {
+	t.Helper()
+	pass(t, p, 1, at(0), OK)
+	v, _ := enter(p, at(0))
+	if v.Allowed || v.Strategy != Visit || v.Delay || v.Events != EventTripped|EventDelayStarted {
+		t.Fatalf("trip: got %+v, want degraded by visit, tripped, delay started", v)
+	}
+}
+
+// degradedAt requires a request at d to be degraded in the delay.
+func degradedAt(t *testing.T, p *Point, d time.Duration) {
+	t.Helper()
+	v, _ := enter(p, at(d))
+	if v.Allowed || !v.Delay || v.Strategy != Visit || v.Probe || v.Events != 0 {
+		t.Fatalf("at %v: got %+v, want degraded in the delay, as visit", d, v)
+	}
+}
+
+// probeAt requires a request at d to be a probe, and returns its call.
+func probeAt(t *testing.T, p *Point, d time.Duration) *Call {
+	t.Helper()
+	v, c := enter(p, at(d))
+	if !v.Allowed || !v.Delay || !v.Probe || v.Strategy != Visit {
+		t.Fatalf("at %v: got %+v, want a probe", d, v)
+	}
+	return c
+}
+
+func TestDelayAndProbes(t *testing.T) {
+	const retry, delay = delayRetry, delayTime
 	t.Run("probes", func(t *testing.T) {
-		p := newP(nil)
-		trip(p)
+		p := delayPoint(t, nil)
+		tripDelay(t, p)
 		if st := p.Snapshot(at(0)).Status; st.State != Delay || st.DelayUntil != at(delay) || st.NextProbe != at(retry) || p.State(at(0)) != Delay {
 			t.Errorf("state %v until %v, next probe %v; want delay until %v, next probe %v", st.State, st.DelayUntil.Sub(t0), st.NextProbe.Sub(t0), delay, retry)
 		}
-		degraded(p, retry-1)
-		c := probe(p, retry)
-		degraded(p, retry) // one probe at a time
+		degradedAt(t, p, retry-1)
+		c := probeAt(t, p, retry)
+		degradedAt(t, p, retry) // one probe at a time
 		if ev := c.Exit(at(retry+100*ms), Failed); ev != 0 {
 			t.Errorf("failed probe: events %v, want none", ev)
 		}
-		degraded(p, 2*retry+100*ms-1) // another interval from the failed probe's exit
-		c = probe(p, 2*retry+100*ms)
+		degradedAt(t, p, 2*retry+100*ms-1) // another interval from the failed probe's exit
+		c = probeAt(t, p, 2*retry+100*ms)
 		c.Exit(at(2*retry+400*ms), OK) // a timeout (300ms) is a failed probe
-		degraded(p, 3*retry+400*ms-1)
-		c = probe(p, 3*retry+400*ms)
+		degradedAt(t, p, 3*retry+400*ms-1)
+		c = probeAt(t, p, 3*retry+400*ms)
 		c.Exit(at(3*retry+400*ms), Canceled) // frees the probe slot at once
-		c = probe(p, 3*retry+400*ms)
+		c = probeAt(t, p, 3*retry+400*ms)
 		inflight, _ := enter(p, at(3*retry+400*ms)) // not a probe: degraded
 		if inflight.Allowed {
 			t.Fatalf("second request during a probe allowed")
@@ -543,19 +567,24 @@ func TestDelayAndProbes(t *testing.T) {
 		pass(t, p, 1, at(3*retry+500*ms), OK)
 	})
 	t.Run("Timeout in flight fails a probe", func(t *testing.T) {
-		p := newP(nil)
-		trip(p)
-		c := probe(p, retry)
+		p := delayPoint(t, nil)
+		tripDelay(t, p)
+		c := probeAt(t, p, retry)
 		c.Timeout(at(retry + 300*ms))
 		if ev := c.Exit(at(retry+350*ms), OK); ev != 0 {
 			t.Errorf("timed-out probe: events %v, want none", ev)
 		}
-		degraded(p, 2*retry+350*ms-1)
+		degradedAt(t, p, 2*retry+350*ms-1)
 	})
+}
+
+// TestDelayEnds: what a delay's end clears, and the draw within a delay.
+func TestDelayEnds(t *testing.T) {
+	const retry, delay = delayRetry, delayTime
 	t.Run("ends by time", func(t *testing.T) {
-		p := newP(func(s *Settings) { s.RetryInterval = 0 }) // no probes
-		trip(p)
-		degraded(p, delay-1)
+		p := delayPoint(t, func(s *Settings) { s.RetryInterval = 0 }) // no probes
+		tripDelay(t, p)
+		degradedAt(t, p, delay-1)
 		// The next request would end the delay and find the window
 		// cleared: the point reads closed before any request does so.
 		if sn := p.Snapshot(at(delay)); sn.Status.State != Closed || sn.Status.InDelay || sn.Counts == (Counts{}) {
@@ -571,11 +600,11 @@ func TestDelayAndProbes(t *testing.T) {
 		}
 	})
 	t.Run("calls begun before a clear do not count after it", func(t *testing.T) {
-		p := newP(func(s *Settings) { s.VisitThreshold = At(2) })
+		p := delayPoint(t, func(s *Settings) { s.VisitThreshold = At(2) })
 		_, old := enter(p, at(0))
 		pass(t, p, 1, at(0), OK)
 		enter(p, at(0)) // trips
-		c := probe(p, retry)
+		c := probeAt(t, p, retry)
 		c.Exit(at(retry), OK) // ends the delay, clears the window
 		if !old.Timeout(at(retry)) {
 			t.Errorf("Timeout of the old call = false, want true (it is still a timeout)")
@@ -589,7 +618,7 @@ func TestDelayAndProbes(t *testing.T) {
 		}
 	})
 	t.Run("the draw applies in the delay", func(t *testing.T) {
-		p := newP(func(s *Settings) { s.DowngradeRate, s.RetryInterval = At(0), 0 })
+		p := delayPoint(t, func(s *Settings) { s.DowngradeRate, s.RetryInterval = At(0), 0 })
 		pass(t, p, 1, at(0), OK)
 		v, _ := enter(p, at(0))
 		if !v.Allowed || !v.Events.Has(EventDelayStarted) {
@@ -693,8 +722,7 @@ func TestReconfigure(t *testing.T) {
 	t.Run("same shape keeps counts, calls and delay", func(t *testing.T) {
 		p := mustPoint(t, base)
 		pass(t, p, 2, at(0), Failed)
-		_, c := enter(p, at(0)) // trips, starts the delay
-		_ = c
+		enter(p, at(0)) // trips, starts the delay
 		s := base
 		s.VisitThreshold, s.ConcurrentThreshold = At(100), At(5)
 		np, err := p.Reconfigure(s)
@@ -746,8 +774,7 @@ func TestReconfigure(t *testing.T) {
 		p := mustPoint(t, base)
 		pass(t, p, 2, at(0), OK)
 		enter(p, at(0))
-		_, c := enter(p, at(ms)) // in the delay
-		_ = c
+		enter(p, at(ms)) // in the delay
 		s := base
 		s.Buckets = 5
 		np, err := p.Reconfigure(s)
