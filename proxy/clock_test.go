@@ -266,15 +266,7 @@ func TestBodyBreaksOff(t *testing.T) {
 				if counts, inflight := rpCounts(p, time.Now()); counts.Exceptions != 1 || inflight != 0 {
 					t.Errorf("got %d exceptions, %d in flight, want 1, 0", counts.Exceptions, inflight)
 				}
-				for _, kind := range []string{"body", "upstream_timeout", "transport"} {
-					want := 0.0
-					if kind == tc.kind {
-						want = 1
-					}
-					if got := rpMetric(t, reg, "sds_upstream_errors_total", map[string]string{"point": "p", "kind": kind}); got != want {
-						t.Errorf("sds_upstream_errors_total{kind=%q}: got %v, want %v", kind, got, want)
-					}
-				}
+				checkUpstreamErrors(t, reg, tc.kind, "body", "upstream_timeout", "transport")
 			})
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -136,6 +137,53 @@ func TestShadowMode(t *testing.T) {
 
 // TestUpstreamOutcome checks what the client gets and what the point counts
 // for each way an upstream call ends.
+// upstreamOutcome is what the client and the point see of one upstream
+// answer.
+type upstreamOutcome struct {
+	status     int
+	body       string
+	header     http.Header // checked headers
+	exceptions int64
+	errorKind  string // the sds_upstream_errors_total series counted once
+}
+
+// checkOutcome compares the answer rec got, and what p and reg counted,
+// with want.
+func checkOutcome(t *testing.T, rec *httptest.ResponseRecorder, p *proxy.Point, reg *prometheus.Registry, want upstreamOutcome) {
+	t.Helper()
+	if rec.Code != want.status {
+		t.Errorf("status: got %d, want %d", rec.Code, want.status)
+	}
+	if want.body != "" && rec.Body.String() != want.body {
+		t.Errorf("body: got %q, want %q", rec.Body.String(), want.body)
+	}
+	for k, v := range want.header {
+		if got := rec.Header().Values(k); !reflect.DeepEqual(got, v) {
+			t.Errorf("header %s: got %q, want %q", k, got, v)
+		}
+	}
+	counts, inflight := rpCounts(p, time.Now())
+	if counts.Exceptions != want.exceptions || inflight != 0 {
+		t.Errorf("exceptions, in flight: got %d, %d, want %d, 0", counts.Exceptions, inflight, want.exceptions)
+	}
+	checkUpstreamErrors(t, reg, want.errorKind, "transport", "upstream_timeout", "status_5xx")
+}
+
+// checkUpstreamErrors requires point p's sds_upstream_errors_total to be 1
+// for the kind counted and 0 for each other kind.
+func checkUpstreamErrors(t *testing.T, reg *prometheus.Registry, counted string, kinds ...string) {
+	t.Helper()
+	for _, kind := range kinds {
+		want := 0.0
+		if kind == counted {
+			want = 1
+		}
+		if got := rpMetric(t, reg, "sds_upstream_errors_total", map[string]string{"point": "p", "kind": kind}); got != want {
+			t.Errorf("sds_upstream_errors_total{kind=%q}: got %v, want %v", kind, got, want)
+		}
+	}
+}
+
 func TestUpstreamOutcome(t *testing.T) {
 	errRefused := errors.New("dial tcp 127.0.0.1:9: connect: connection refused")
 	fallback := proxy.Fallback{Status: 503, Header: http.Header{"Content-Type": {"text/plain"}}, Body: []byte("sorry"), BodySet: true}
@@ -147,13 +195,7 @@ func TestUpstreamOutcome(t *testing.T) {
 		<-r.Context().Done()
 		return nil, r.Context().Err()
 	}
-	type want struct {
-		status     int
-		body       string
-		header     http.Header // checked headers
-		exceptions int64
-		errorKind  string // the sds_upstream_errors_total series counted once
-	}
+	type want = upstreamOutcome
 	tests := []struct {
 		name            string
 		upstream        rpRoundTrip
@@ -199,30 +241,7 @@ func TestUpstreamOutcome(t *testing.T) {
 				h, reg := rpHandler(t, rpConfig(rpFakeUpstream, p), proxy.Options{Transport: tt.upstream})
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
-				if rec.Code != tt.want.status {
-					t.Errorf("status: got %d, want %d", rec.Code, tt.want.status)
-				}
-				if tt.want.body != "" && rec.Body.String() != tt.want.body {
-					t.Errorf("body: got %q, want %q", rec.Body.String(), tt.want.body)
-				}
-				for k, v := range tt.want.header {
-					if got := rec.Header().Values(k); !reflect.DeepEqual(got, v) {
-						t.Errorf("header %s: got %q, want %q", k, got, v)
-					}
-				}
-				counts, inflight := rpCounts(p, time.Now())
-				if counts.Exceptions != tt.want.exceptions || inflight != 0 {
-					t.Errorf("exceptions, in flight: got %d, %d, want %d, 0", counts.Exceptions, inflight, tt.want.exceptions)
-				}
-				for _, kind := range []string{"transport", "upstream_timeout", "status_5xx"} {
-					want := 0.0
-					if kind == tt.want.errorKind {
-						want = 1
-					}
-					if got := rpMetric(t, reg, "sds_upstream_errors_total", map[string]string{"point": "p", "kind": kind}); got != want {
-						t.Errorf("sds_upstream_errors_total{kind=%q}: got %v, want %v", kind, got, want)
-					}
-				}
+				checkOutcome(t, rec, p, reg, tt.want)
 			})
 		})
 	}

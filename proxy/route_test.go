@@ -128,75 +128,78 @@ var shopRoutes = []routeSpec{
 	{point: "space", path: "/x/.%2E//a%20b"}, // "/a%20b" once normalised
 }
 
+// routeTests are requests against shopRoutes and the point each must
+// reach: boundary rows on each side of every matching rule.
+var routeTests = []struct {
+	name, method, host, path string
+	want                     string // point; "" means unmatched
+}{
+	// Exact path and methods.
+	{"exact path and method", "POST", "a.example", "/api/orders", "orders.create"},
+	{"exact path, other method falls through", "GET", "a.example", "/api/orders", "orders.read"},
+	{"exact path does not cover a subpath", "POST", "a.example", "/api/orders/7", "orders.read"},
+	{"methods are exact", "post", "a.example", "/api/orders", "orders.read"},
+	{"first match wins over a later host route", "POST", "shop.example", "/api/orders", "orders.create"},
+
+	// Path prefix at a segment boundary.
+	{"prefix itself", "GET", "a.example", "/api/orders", "orders.read"},
+	{"prefix, one segment more", "GET", "a.example", "/api/orders/7", "orders.read"},
+	{"prefix, trailing slash", "GET", "a.example", "/api/orders/", "orders.read"},
+	{"prefix, deeper", "DELETE", "a.example", "/api/orders/7/items/1", "orders.read"},
+	{"prefix is not a string prefix", "GET", "a.example", "/api/orders-admin", ""},
+	{"shorter than the prefix", "GET", "a.example", "/api/order", ""},
+	{"parent of the prefix", "GET", "a.example", "/api", ""},
+	{"prefix is case-sensitive", "GET", "a.example", "/API/orders", ""},
+	{"prefix ending in / covers what follows", "GET", "a.example", "/static/css/site.css", "static"},
+	{"prefix ending in /, itself", "GET", "a.example", "/static/", "static"},
+	{"prefix ending in /, without it", "GET", "a.example", "/static", ""},
+	{"prefix ending in /, string prefix", "GET", "a.example", "/staticx", ""},
+
+	// Host.
+	{"host", "GET", "shop.example", "/api/orders/7", "orders.shop"},
+	{"host, case-insensitive", "GET", "SHOP.Example", "/api/orders/7", "orders.shop"},
+	{"host, port ignored", "GET", "shop.example:8080", "/api/orders", "orders.shop"},
+	{"host, other host falls through", "GET", "shop.example.org", "/api/orders", "orders.read"},
+	{"host, IPv6 literal with port", "GET", "[::1]:8080", "/v6", "ipv6"},
+	{"host, IPv6 literal, other path", "GET", "[::1]:8080", "/v7", ""},
+	{"host, IPv6 literal without port", "GET", "[::1]", "/v6", "ipv6"},
+	{"host with port, same port", "GET", "shop.example:8443", "/tls", "tls"},
+	{"host with port, other port", "GET", "shop.example:8444", "/tls", ""},
+	{"host with port, no port is 80", "GET", "shop.example", "/tls", ""},
+
+	// Paths are normalised before routing: no spelling slips past.
+	{"dot-dot segment", "GET", "a.example", "/soak/../blocked/x", "blocked"},
+	{"encoded dot-dot segment", "GET", "a.example", "/soak/%2e%2e/blocked/x", "blocked"},
+	{"encoded dot-dot, upper case", "GET", "a.example", "/soak/%2E%2E/blocked/x", "blocked"},
+	{"half-encoded dot-dot", "GET", "a.example", "/soak/.%2e/blocked/x", "blocked"},
+	{"dot segment", "GET", "a.example", "/./blocked/x", "blocked"},
+	{"double slash", "GET", "a.example", "//blocked/x", "blocked"},
+	{"double slash inside", "GET", "a.example", "/blocked//x", "blocked"},
+	{"dot-dot above the root", "GET", "a.example", "/../../blocked", "blocked"},
+	{"encoded unreserved letter", "GET", "a.example", "/%62locked/x", "blocked"},
+	{"ends in a dot-dot inside the prefix", "GET", "a.example", "/blocked/x/..", "blocked"},
+	{"dot-dot out of the prefix", "GET", "a.example", "/blocked/..", ""},
+	{"dot-dot onto an exact path", "GET", "a.example", "/static/../health", "health"},
+	{"encoded slash", "GET", "a.example", "/soak/..%2Fblocked/x", badRequest},
+	{"encoded slash, lower case", "GET", "a.example", "/blocked%2fx", badRequest},
+	{"encoded backslash", "GET", "a.example", "/soak/..%5Cblocked", badRequest},
+	{"raw backslash", "GET", "a.example", `/soak/..\blocked`, badRequest},
+	{"escaped route path", "GET", "a.example", "/a%20b", "space"},
+	{"escaped route path, spelt otherwise", "GET", "a.example", "//x/../a%20b", "space"},
+	{"escaped route path is not its plus", "GET", "a.example", "/a+b", ""},
+	{"reserved escape is not its character", "GET", "a.example", "/api/orders%3B", ""},
+
+	// Methods list.
+	{"methods, GET", "GET", "a.example", "/health", "health"},
+	{"methods, HEAD", "HEAD", "a.example", "/health", "health"},
+	{"methods, not listed", "DELETE", "a.example", "/health", ""},
+	{"exact path, trailing slash", "GET", "a.example", "/health/", ""},
+
+	{"nothing matches", "GET", "a.example", "/", ""},
+}
+
 func TestRoute(t *testing.T) {
-	tests := []struct {
-		name, method, host, path string
-		want                     string // point; "" means unmatched
-	}{
-		// Exact path and methods.
-		{"exact path and method", "POST", "a.example", "/api/orders", "orders.create"},
-		{"exact path, other method falls through", "GET", "a.example", "/api/orders", "orders.read"},
-		{"exact path does not cover a subpath", "POST", "a.example", "/api/orders/7", "orders.read"},
-		{"methods are exact", "post", "a.example", "/api/orders", "orders.read"},
-		{"first match wins over a later host route", "POST", "shop.example", "/api/orders", "orders.create"},
-
-		// Path prefix at a segment boundary.
-		{"prefix itself", "GET", "a.example", "/api/orders", "orders.read"},
-		{"prefix, one segment more", "GET", "a.example", "/api/orders/7", "orders.read"},
-		{"prefix, trailing slash", "GET", "a.example", "/api/orders/", "orders.read"},
-		{"prefix, deeper", "DELETE", "a.example", "/api/orders/7/items/1", "orders.read"},
-		{"prefix is not a string prefix", "GET", "a.example", "/api/orders-admin", ""},
-		{"shorter than the prefix", "GET", "a.example", "/api/order", ""},
-		{"parent of the prefix", "GET", "a.example", "/api", ""},
-		{"prefix is case-sensitive", "GET", "a.example", "/API/orders", ""},
-		{"prefix ending in / covers what follows", "GET", "a.example", "/static/css/site.css", "static"},
-		{"prefix ending in /, itself", "GET", "a.example", "/static/", "static"},
-		{"prefix ending in /, without it", "GET", "a.example", "/static", ""},
-		{"prefix ending in /, string prefix", "GET", "a.example", "/staticx", ""},
-
-		// Host.
-		{"host", "GET", "shop.example", "/api/orders/7", "orders.shop"},
-		{"host, case-insensitive", "GET", "SHOP.Example", "/api/orders/7", "orders.shop"},
-		{"host, port ignored", "GET", "shop.example:8080", "/api/orders", "orders.shop"},
-		{"host, other host falls through", "GET", "shop.example.org", "/api/orders", "orders.read"},
-		{"host, IPv6 literal with port", "GET", "[::1]:8080", "/v6", "ipv6"},
-		{"host, IPv6 literal, other path", "GET", "[::1]:8080", "/v7", ""},
-		{"host, IPv6 literal without port", "GET", "[::1]", "/v6", "ipv6"},
-		{"host with port, same port", "GET", "shop.example:8443", "/tls", "tls"},
-		{"host with port, other port", "GET", "shop.example:8444", "/tls", ""},
-		{"host with port, no port is 80", "GET", "shop.example", "/tls", ""},
-
-		// Paths are normalised before routing: no spelling slips past.
-		{"dot-dot segment", "GET", "a.example", "/soak/../blocked/x", "blocked"},
-		{"encoded dot-dot segment", "GET", "a.example", "/soak/%2e%2e/blocked/x", "blocked"},
-		{"encoded dot-dot, upper case", "GET", "a.example", "/soak/%2E%2E/blocked/x", "blocked"},
-		{"half-encoded dot-dot", "GET", "a.example", "/soak/.%2e/blocked/x", "blocked"},
-		{"dot segment", "GET", "a.example", "/./blocked/x", "blocked"},
-		{"double slash", "GET", "a.example", "//blocked/x", "blocked"},
-		{"double slash inside", "GET", "a.example", "/blocked//x", "blocked"},
-		{"dot-dot above the root", "GET", "a.example", "/../../blocked", "blocked"},
-		{"encoded unreserved letter", "GET", "a.example", "/%62locked/x", "blocked"},
-		{"ends in a dot-dot inside the prefix", "GET", "a.example", "/blocked/x/..", "blocked"},
-		{"dot-dot out of the prefix", "GET", "a.example", "/blocked/..", ""},
-		{"dot-dot onto an exact path", "GET", "a.example", "/static/../health", "health"},
-		{"encoded slash", "GET", "a.example", "/soak/..%2Fblocked/x", badRequest},
-		{"encoded slash, lower case", "GET", "a.example", "/blocked%2fx", badRequest},
-		{"encoded backslash", "GET", "a.example", "/soak/..%5Cblocked", badRequest},
-		{"raw backslash", "GET", "a.example", `/soak/..\blocked`, badRequest},
-		{"escaped route path", "GET", "a.example", "/a%20b", "space"},
-		{"escaped route path, spelt otherwise", "GET", "a.example", "//x/../a%20b", "space"},
-		{"escaped route path is not its plus", "GET", "a.example", "/a+b", ""},
-		{"reserved escape is not its character", "GET", "a.example", "/api/orders%3B", ""},
-
-		// Methods list.
-		{"methods, GET", "GET", "a.example", "/health", "health"},
-		{"methods, HEAD", "HEAD", "a.example", "/health", "health"},
-		{"methods, not listed", "DELETE", "a.example", "/health", ""},
-		{"exact path, trailing slash", "GET", "a.example", "/health/", ""},
-
-		{"nothing matches", "GET", "a.example", "/", ""},
-	}
-	for _, tt := range tests {
+	for _, tt := range routeTests {
 		t.Run(tt.name, func(t *testing.T) {
 			h, points := routeHandler(t, shopRoutes)
 			if got := routedTo(t, h, tt.method, tt.host, tt.path); got != tt.want {

@@ -101,8 +101,14 @@ func TestSharedBucket(t *testing.T) {
 			t.Errorf("%s%v: got %v, want %v", m.name, m.labels, got, m.want)
 		}
 	}
+}
 
-	// Shadow: forwarded, marked would-be degraded by the shared bucket.
+// TestSharedBucketShadow: a shadow point forwards what the shared bucket
+// refuses, and marks it would-be degraded.
+func TestSharedBucketShadow(t *testing.T) {
+	transport := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
+		return rpReply(r, http.StatusOK, "upstream"), nil
+	})
 	sp := rpPoint(t, "s", func(s *limiter.Settings) { s.Shadow = true }, proxy.PointOptions{Shared: &fakeShared{}})
 	hs, sreg := rpHandler(t, rpConfig(rpFakeUpstream, sp), proxy.Options{Transport: transport})
 	rec := httptest.NewRecorder()
