@@ -225,12 +225,6 @@ func delayCycle() []stormStep {
 // minutes for every point, and counts every trip in it: each point's trip
 // events add up, repeats included, to the trips fed since the first of them.
 func TestLogStorm(t *testing.T) {
-	const (
-		points   = 21
-		duration = 20 * time.Minute
-		global   = 500 // admin.MaxEvents
-		perPoint = 50  // admin.MaxPointEvents
-	)
 	tokenBucket := []stormStep{{0, Trip, "token_bucket", "token_bucket empty (size 20)"}, {150 * time.Millisecond, Recover, "", "a request passed"}}
 	slow := []stormStep{ // a cycle longer than FoldWithin
 		{0, Trip, "exception", "exception 5 >= 5"}, {0, DelayStart, "exception", "for 20s"},
@@ -238,78 +232,36 @@ func TestLogStorm(t *testing.T) {
 		{20 * time.Second, Probe, "exception", ""}, {20*time.Second + 100*time.Millisecond, DelayEnd, "", "probe passed"},
 		{25 * time.Second, Recover, "", "a request passed"},
 	}
-	type cycle struct {
-		period time.Duration
-		steps  []stormStep
-	}
 	for _, tc := range []struct {
 		name   string
-		cycles []cycle // point i runs cycles[i % len(cycles)]
+		cycles []stormCycle // point i runs cycles[i % len(cycles)]
 	}{
-		{"token buckets flapping", []cycle{{300 * time.Millisecond, tokenBucket}}},
-		{"delays and probes", []cycle{{37 * time.Second, delayCycle()}}},
-		{"slower than FoldWithin", []cycle{{70 * time.Second, slow}}},
-		{"mixed", []cycle{{300 * time.Millisecond, tokenBucket}, {37 * time.Second, delayCycle()}, {70 * time.Second, slow}}},
+		{"token buckets flapping", []stormCycle{{300 * time.Millisecond, tokenBucket}}},
+		{"delays and probes", []stormCycle{{37 * time.Second, delayCycle()}}},
+		{"slower than FoldWithin", []stormCycle{{70 * time.Second, slow}}},
+		{"mixed", []stormCycle{{300 * time.Millisecond, tokenBucket}, {37 * time.Second, delayCycle()}, {70 * time.Second, slow}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var feed []Event
-			for i := range points {
-				c := tc.cycles[i%len(tc.cycles)]
-				name := fmt.Sprintf("p%02d", i)
-				for start := time.Duration(i) * 977 * time.Millisecond % c.period; start < duration; start += c.period {
-					for _, s := range c.steps {
-						if at := start + s.after; at < duration {
-							feed = append(feed, Event{At: t0.Add(at), Kind: s.kind, Point: name, Strategy: s.strategy, Detail: s.detail})
-						}
-					}
-				}
-			}
-			slices.SortStableFunc(feed, func(a, b Event) int { return a.At.Compare(b.At) })
-			l := New(global, perPoint)
-			next := 0
-			for sec := time.Second; sec <= duration; sec += time.Second {
-				for ; next < len(feed) && feed[next].At.Before(t0.Add(sec)); next++ {
-					l.Add(feed[next])
-				}
-				l.Flush(t0.Add(sec))
-			}
-			end := t0.Add(duration)
+			feed := stormFeed(tc.cycles)
+			l := replayStorm(feed)
+			end := t0.Add(stormDuration)
 
 			all := l.Since(time.Time{})
-			if len(all) > global {
-				t.Errorf("history: got %d events, want at most %d", len(all), global)
+			if len(all) > stormGlobal {
+				t.Errorf("history: got %d events, want at most %d", len(all), stormGlobal)
 			}
 			oldest := end
-			for i := range points {
+			for i := range stormPoints {
 				name := fmt.Sprintf("p%02d", i)
 				own := l.PointSince(name, time.Time{})
-				if len(own) > perPoint {
-					t.Errorf("%s: got %d events, want at most %d", name, len(own), perPoint)
+				if len(own) > stormPerPoint {
+					t.Errorf("%s: got %d events, want at most %d", name, len(own), stormPerPoint)
 				}
 				for _, view := range []struct {
 					name string
 					evs  []Event
 				}{{"history", all}, {"point's history", own}} {
-					first, kept := end, 0
-					for _, e := range view.evs {
-						if e.Point == name && e.Kind == Trip {
-							if e.At.Before(first) {
-								first = e.At
-							}
-							kept += 1 + e.Repeats
-						}
-					}
-					fed := 0
-					for _, e := range feed {
-						if e.Point == name && e.Kind == Trip && !e.At.Before(first) {
-							fed++
-						}
-					}
-					if end.Sub(first) < Span || kept != fed {
-						t.Errorf("%s's trips in the %s: got %d from %v before the end, want all %d fed since, from at least %v before",
-							name, view.name, kept, end.Sub(first), fed, Span)
-					}
-					if first.Before(oldest) {
+					if first := checkStormTrips(t, view.name, name, view.evs, feed); first.Before(oldest) {
 						oldest = first
 					}
 				}
@@ -317,4 +269,81 @@ func TestLogStorm(t *testing.T) {
 			t.Logf("%d events fed; the history holds %d, the oldest trip %v before the end", len(feed), len(all), end.Sub(oldest))
 		})
 	}
+}
+
+// The storm: how many points, for how long, and the admin port's bounds
+// on the history.
+const (
+	stormPoints   = 21
+	stormDuration = 20 * time.Minute
+	stormGlobal   = 500 // admin.MaxEvents
+	stormPerPoint = 50  // admin.MaxPointEvents
+)
+
+// stormCycle is a point's steps, repeated every period.
+type stormCycle struct {
+	period time.Duration
+	steps  []stormStep
+}
+
+// stormFeed is every event of the storm in time order: point i runs
+// cycles[i % len(cycles)], each point on its own phase.
+func stormFeed(cycles []stormCycle) []Event {
+	var feed []Event
+	for i := range stormPoints {
+		c := cycles[i%len(cycles)]
+		name := fmt.Sprintf("p%02d", i)
+		for start := time.Duration(i) * 977 * time.Millisecond % c.period; start < stormDuration; start += c.period {
+			for _, s := range c.steps {
+				if at := start + s.after; at < stormDuration {
+					feed = append(feed, Event{At: t0.Add(at), Kind: s.kind, Point: name, Strategy: s.strategy, Detail: s.detail})
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(feed, func(a, b Event) int { return a.At.Compare(b.At) })
+	return feed
+}
+
+// replayStorm adds the feed to a new Log of the admin port's bounds, with
+// Flush every second as Tick calls it.
+func replayStorm(feed []Event) *Log {
+	l := New(stormGlobal, stormPerPoint)
+	next := 0
+	for sec := time.Second; sec <= stormDuration; sec += time.Second {
+		for ; next < len(feed) && feed[next].At.Before(t0.Add(sec)); next++ {
+			l.Add(feed[next])
+		}
+		l.Flush(t0.Add(sec))
+	}
+	return l
+}
+
+// checkStormTrips requires the point's trips in evs (the view of the
+// history called view) to reach back Span from the storm's end and to add
+// up, repeats included, to the trips fed since the first of them. It
+// returns the first trip's instant.
+func checkStormTrips(t *testing.T, view, name string, evs, feed []Event) time.Time {
+	t.Helper()
+	end := t0.Add(stormDuration)
+	first, kept := end, 0
+	for _, e := range evs {
+		if e.Point == name && e.Kind == Trip {
+			if e.At.Before(first) {
+				first = e.At
+			}
+			kept += 1 + e.Repeats
+		}
+	}
+	fed := 0
+	for _, e := range feed {
+		if e.Point == name && e.Kind == Trip && !e.At.Before(first) {
+			fed++
+		}
+	}
+	if end.Sub(first) < Span || kept != fed {
+		t.Errorf("%s's trips in the %s: got %d from %v before the end, want all %d fed since, from at least %v before",
+			name, view, kept, end.Sub(first), fed, Span)
+	}
+	return first
 }
