@@ -40,6 +40,66 @@ type accepted struct {
 	err error
 }
 
+// acceptRig is a Limiter's listener over an offerListener, with a
+// goroutine that accepts from it into got until Accept fails.
+type acceptRig struct {
+	lim *connlimit.Limiter
+	cl  *offerListener
+	ln  net.Listener
+	got chan accepted
+}
+
+func newAcceptRig(o connlimit.Options) *acceptRig {
+	r := &acceptRig{lim: connlimit.New(o), cl: newOfferListener(), got: make(chan accepted)}
+	r.ln = r.lim.Listener(r.cl)
+	go func() {
+		for {
+			c, err := r.ln.Accept()
+			r.got <- accepted{c, err}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return r
+}
+
+// offer hands the listener a new connection and returns its client end.
+func (r *acceptRig) offer(t *testing.T) net.Conn {
+	s, c := net.Pipe()
+	t.Cleanup(func() { s.Close(); c.Close() })
+	r.cl.conns <- s
+	return c
+}
+
+// close closes the listener and waits for the accepting goroutine to end.
+func (r *acceptRig) close() {
+	r.ln.Close()
+	for a := range r.got {
+		if a.err != nil {
+			break
+		}
+	}
+}
+
+// refusedAfterWait offers connection n, which must wait wait (the
+// AcceptWait) for a place and then be refused, not a nanosecond before.
+func (r *acceptRig) refusedAfterWait(t *testing.T, n int, wait time.Duration) {
+	t.Helper()
+	c := r.offer(t)
+	synctest.Wait()
+	time.Sleep(wait - time.Nanosecond)
+	synctest.Wait()
+	if closed(c) {
+		t.Fatalf("connection %d refused before AcceptWait", n)
+	}
+	time.Sleep(time.Nanosecond)
+	synctest.Wait()
+	if !closed(c) {
+		t.Fatalf("connection %d is open after waiting AcceptWait for a place, want it refused", n)
+	}
+}
+
 // TestAdmitWaitsForAPlace: at the limit with nothing to evict, a new
 // connection waits for a place instead of being refused: a connection
 // idle for IdleGrace (evicted for it) or one closing lets it in; one that
@@ -48,28 +108,11 @@ type accepted struct {
 func TestAdmitWaitsForAPlace(t *testing.T) {
 	const wait, idleGrace = time.Second, time.Second / 4
 	synctest.Test(t, func(t *testing.T) {
-		lim := connlimit.New(connlimit.Options{Max: 2, AcceptWait: wait, IdleGrace: idleGrace, SoftIdleTimeout: time.Hour})
-		cl := newOfferListener()
-		ln := lim.Listener(cl)
-		got := make(chan accepted)
-		go func() {
-			for {
-				c, err := ln.Accept()
-				got <- accepted{c, err}
-				if err != nil {
-					return
-				}
-			}
-		}()
-		offer := func() net.Conn {
-			s, c := net.Pipe()
-			t.Cleanup(func() { s.Close(); c.Close() })
-			cl.conns <- s
-			return c
-		}
+		r := newAcceptRig(connlimit.Options{Max: 2, AcceptWait: wait, IdleGrace: idleGrace, SoftIdleTimeout: time.Hour})
+		lim, got := r.lim, r.got
 		var busy []net.Conn
 		for range 2 {
-			offer()
+			r.offer(t)
 			a := <-got
 			lim.ConnState(a.c, http.StateActive)
 			busy = append(busy, a.c)
@@ -78,7 +121,7 @@ func TestAdmitWaitsForAPlace(t *testing.T) {
 		// A third waits while both serve; the first, once idle for
 		// IdleGrace, is closed to let it in.
 		start := time.Now()
-		offer() // a third
+		r.offer(t) // a third
 		synctest.Wait()
 		select {
 		case a := <-got:
@@ -103,19 +146,7 @@ func TestAdmitWaitsForAPlace(t *testing.T) {
 		// and no connection behind them is taken off the kernel's queue
 		// meanwhile.
 		for n := range 2 {
-			start = time.Now()
-			c := offer()
-			synctest.Wait()
-			time.Sleep(wait - time.Nanosecond)
-			synctest.Wait()
-			if closed(c) {
-				t.Fatalf("connection %d refused before AcceptWait", 4+n)
-			}
-			time.Sleep(time.Nanosecond)
-			synctest.Wait()
-			if !closed(c) {
-				t.Fatalf("connection %d is open after waiting AcceptWait for a place, want it refused", 4+n)
-			}
+			r.refusedAfterWait(t, 4+n, wait)
 		}
 		if st := lim.Stats(); st.Queued != 3 || st.Refused != 2 {
 			t.Errorf("after two waits in vain: got %+v, want 3 queued, 2 refused", st)
@@ -123,16 +154,11 @@ func TestAdmitWaitsForAPlace(t *testing.T) {
 
 		// A connection closing is a place: the next is admitted at once.
 		busy[1].Close()
-		offer()
+		r.offer(t)
 		if a := <-got; a.err != nil {
 			t.Fatalf("after a close: %v, want admitted", a.err)
 		}
-		ln.Close()
-		for a := range got {
-			if a.err != nil {
-				break
-			}
-		}
+		r.close()
 	})
 }
 
