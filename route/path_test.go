@@ -10,94 +10,97 @@ import (
 	"testing"
 )
 
+// normalizePathTests are paths and what NormalizePath makes of them: the
+// normal form, or the error for the first problem in the path.
+var normalizePathTests = []struct {
+	in, want string
+	err      error
+}{
+	// Already normal: returned as they are.
+	{"/", "/", nil},
+	{"/a", "/a", nil},
+	{"/a/", "/a/", nil},
+	{"/a/b.c/d", "/a/b.c/d", nil},
+	{"/...", "/...", nil},
+	{"/.a/a./..a/a..", "/.a/a./..a/a..", nil},
+	{"/a%20b", "/a%20b", nil},
+	{"/a%3Bb", "/a%3Bb", nil},
+	{"/a%25", "/a%25", nil},
+	{"/a%252e", "/a%252e", nil}, // decoded once, never twice
+	{"/a;b=c,d@e:f!$&'()*+", "/a;b=c,d@e:f!$&'()*+", nil},
+
+	// Empty and relative.
+	{"", "/", nil},
+	{"a/b", "/a/b", nil},
+	{".", "/", nil},
+
+	// Repeated slashes.
+	{"//", "/", nil},
+	{"//a", "/a", nil},
+	{"/a//b", "/a/b", nil},
+	{"/a///", "/a/", nil},
+	{"///a//b//", "/a/b/", nil},
+
+	// Dot segments (RFC 3986 §5.2.4).
+	{"/.", "/", nil},
+	{"/..", "/", nil},
+	{"/./a", "/a", nil},
+	{"/a/.", "/a/", nil},
+	{"/a/..", "/", nil},
+	{"/a/b/..", "/a/", nil},
+	{"/a/./b/../c", "/a/c", nil},
+	{"/../../a", "/a", nil},
+	{"/a/b/c/./../../g", "/a/g", nil},
+	{"/soak/../blocked/x", "/blocked/x", nil},
+	{"/./blocked/x", "/blocked/x", nil},
+	{"//blocked/x", "/blocked/x", nil},
+
+	// Unreserved escapes are decoded, then take part in dot removal.
+	{"/soak/%2e%2e/blocked/x", "/blocked/x", nil},
+	{"/soak/%2E%2E/blocked/x", "/blocked/x", nil},
+	{"/soak/.%2e/blocked", "/blocked", nil},
+	{"/%2e/a", "/a", nil},
+	{"/a/%2e", "/a/", nil},
+	{"/%41%7e%2D%5f%30", "/A~-_0", nil},
+	{"/%62locked", "/blocked", nil},
+	{"/%2e%2e%2e", "/...", nil},
+
+	// Other escapes keep their byte, in upper-case hex.
+	{"/a%3bb", "/a%3Bb", nil},
+	{"/a%c3%a9", "/a%C3%A9", nil},
+	{"/%7b%7D", "/%7B%7D", nil},
+
+	// Bytes that may not appear raw are escaped.
+	{"/a b", "/a%20b", nil},
+	{"/caf\xc3\xa9", "/caf%C3%A9", nil},
+	{"/a[b]", "/a%5Bb%5D", nil},
+	{"/a?b#c", "/a%3Fb%23c", nil},
+	{"/a\x00", "/a%00", nil},
+
+	// Rejected.
+	{"/a%2fb", "", ErrEncodedSlash},
+	{"/a%2Fb", "", ErrEncodedSlash},
+	{"/soak/..%2Fblocked", "", ErrEncodedSlash},
+	{"/a%5cb", "", ErrBackslash},
+	{"/a%5Cb", "", ErrBackslash},
+	{`/a\b`, "", ErrBackslash},
+	{`\`, "", ErrBackslash},
+	{"/a%zz", "", ErrInvalidEscape},
+	{"/a%", "", ErrInvalidEscape},
+	{"/a%2", "", ErrInvalidEscape},
+	{"/a%g0", "", ErrInvalidEscape},
+	{"/a%%41", "", ErrInvalidEscape},
+	// The first problem in the path is the one reported.
+	{"/a%zz/%2F", "", ErrInvalidEscape},
+	{"/a%2F/%zz", "", ErrEncodedSlash},
+	{`/a\/%2F`, "", ErrBackslash},
+
+	// Longer than the stack buffer.
+	{"/" + strings.Repeat("ab/./", 100), "/" + strings.Repeat("ab/", 100), nil},
+}
+
 func TestNormalizePath(t *testing.T) {
-	tests := []struct {
-		in, want string
-		err      error
-	}{
-		// Already normal: returned as they are.
-		{"/", "/", nil},
-		{"/a", "/a", nil},
-		{"/a/", "/a/", nil},
-		{"/a/b.c/d", "/a/b.c/d", nil},
-		{"/...", "/...", nil},
-		{"/.a/a./..a/a..", "/.a/a./..a/a..", nil},
-		{"/a%20b", "/a%20b", nil},
-		{"/a%3Bb", "/a%3Bb", nil},
-		{"/a%25", "/a%25", nil},
-		{"/a%252e", "/a%252e", nil}, // decoded once, never twice
-		{"/a;b=c,d@e:f!$&'()*+", "/a;b=c,d@e:f!$&'()*+", nil},
-
-		// Empty and relative.
-		{"", "/", nil},
-		{"a/b", "/a/b", nil},
-		{".", "/", nil},
-
-		// Repeated slashes.
-		{"//", "/", nil},
-		{"//a", "/a", nil},
-		{"/a//b", "/a/b", nil},
-		{"/a///", "/a/", nil},
-		{"///a//b//", "/a/b/", nil},
-
-		// Dot segments (RFC 3986 §5.2.4).
-		{"/.", "/", nil},
-		{"/..", "/", nil},
-		{"/./a", "/a", nil},
-		{"/a/.", "/a/", nil},
-		{"/a/..", "/", nil},
-		{"/a/b/..", "/a/", nil},
-		{"/a/./b/../c", "/a/c", nil},
-		{"/../../a", "/a", nil},
-		{"/a/b/c/./../../g", "/a/g", nil},
-		{"/soak/../blocked/x", "/blocked/x", nil},
-		{"/./blocked/x", "/blocked/x", nil},
-		{"//blocked/x", "/blocked/x", nil},
-
-		// Unreserved escapes are decoded, then take part in dot removal.
-		{"/soak/%2e%2e/blocked/x", "/blocked/x", nil},
-		{"/soak/%2E%2E/blocked/x", "/blocked/x", nil},
-		{"/soak/.%2e/blocked", "/blocked", nil},
-		{"/%2e/a", "/a", nil},
-		{"/a/%2e", "/a/", nil},
-		{"/%41%7e%2D%5f%30", "/A~-_0", nil},
-		{"/%62locked", "/blocked", nil},
-		{"/%2e%2e%2e", "/...", nil},
-
-		// Other escapes keep their byte, in upper-case hex.
-		{"/a%3bb", "/a%3Bb", nil},
-		{"/a%c3%a9", "/a%C3%A9", nil},
-		{"/%7b%7D", "/%7B%7D", nil},
-
-		// Bytes that may not appear raw are escaped.
-		{"/a b", "/a%20b", nil},
-		{"/caf\xc3\xa9", "/caf%C3%A9", nil},
-		{"/a[b]", "/a%5Bb%5D", nil},
-		{"/a?b#c", "/a%3Fb%23c", nil},
-		{"/a\x00", "/a%00", nil},
-
-		// Rejected.
-		{"/a%2fb", "", ErrEncodedSlash},
-		{"/a%2Fb", "", ErrEncodedSlash},
-		{"/soak/..%2Fblocked", "", ErrEncodedSlash},
-		{"/a%5cb", "", ErrBackslash},
-		{"/a%5Cb", "", ErrBackslash},
-		{`/a\b`, "", ErrBackslash},
-		{`\`, "", ErrBackslash},
-		{"/a%zz", "", ErrInvalidEscape},
-		{"/a%", "", ErrInvalidEscape},
-		{"/a%2", "", ErrInvalidEscape},
-		{"/a%g0", "", ErrInvalidEscape},
-		{"/a%%41", "", ErrInvalidEscape},
-		// The first problem in the path is the one reported.
-		{"/a%zz/%2F", "", ErrInvalidEscape},
-		{"/a%2F/%zz", "", ErrEncodedSlash},
-		{`/a\/%2F`, "", ErrBackslash},
-
-		// Longer than the stack buffer.
-		{"/" + strings.Repeat("ab/./", 100), "/" + strings.Repeat("ab/", 100), nil},
-	}
-	for _, tt := range tests {
+	for _, tt := range normalizePathTests {
 		got, err := NormalizePath(tt.in)
 		if got != tt.want || !errors.Is(err, tt.err) {
 			t.Errorf("NormalizePath(%q): got %q, %v; want %q, %v", tt.in, got, err, tt.want, tt.err)
