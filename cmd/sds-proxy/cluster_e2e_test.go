@@ -289,15 +289,7 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 	defer func() {
 		stopOnce.Do(func() { close(stop) })
 	}()
-	// progress waits until the load has had n more answers.
-	progress := func(n int64) {
-		t.Helper()
-		from := running.admitted.Load() + running.degraded.Load()
-		if !eventually(wait, func() bool { return running.admitted.Load()+running.degraded.Load()-from >= n }) {
-			t.Fatalf("the load made no progress: %d admitted, %d degraded, %d failed", running.admitted.Load(), running.degraded.Load(), running.failed.Load())
-		}
-	}
-	progress(500)
+	running.waitProgress(t, 500)
 
 	// The outage's log lines are counted from the kill to the restart: a
 	// call that times out on a loaded machine while Redis runs is a real
@@ -322,7 +314,7 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 	// On their shares, 50 tokens a second each and 100 together, against
 	// load far above it: measured over the next 5,000 answers.
 	from, at := running.admitted.Load(), time.Now()
-	progress(5000)
+	running.waitProgress(t, 5000)
 	admitted, span := running.admitted.Load()-from, time.Since(at).Seconds()
 	t.Logf("on their shares: %d admitted in %.1fs (%.0f/s; the shares add up to 100/s)", admitted, span, float64(admitted)/span)
 	// At most the two shares' bursts (50 each) and 100 a second; at least
@@ -339,29 +331,46 @@ func TestClusterRedisFailureE2E(t *testing.T) {
 	if d := time.Since(restarted); d > 10*time.Second {
 		t.Errorf("shared again after %v, want within seconds", d)
 	}
-	progress(500)
+	running.waitProgress(t, 500)
 	for i, p := range f.proxies {
 		p.waitLog(t, restartMarks[i], wait, msgStarts("redis answers again"))
-		if n := p.countLog(marks[i], msgStarts("redis does not answer")) - p.countLog(restartMarks[i], msgStarts("redis does not answer")); n != 1 {
-			var lines []string
-			for line := range strings.SplitSeq(p.stderr.String(), "\n") {
-				if strings.Contains(line, "redis") {
-					lines = append(lines, line)
-				}
-			}
-			t.Errorf("proxy %d: logged the outage %d times, want once:\n%s", i, n, strings.Join(lines, "\n"))
-		}
-		// go-redis's own logger is off (main): a line per failed dial
-		// would not be the proxy's JSON.
-		if n := p.stderr.count(marks[i], func(s string) bool { return parseLog(s) == nil }); n > 0 {
-			t.Errorf("proxy %d: %d lines on stderr since Redis was killed are not the proxy's JSON log (go-redis's?), want none", i, n)
-		}
+		checkOutageLog(t, i, p, marks[i], restartMarks[i])
 	}
 	total := finish()
 	if n := total.failed.Load(); n > 0 {
 		t.Errorf("%d requests failed; the first: %s", n, *total.firstFailure.Load())
 	}
 	t.Logf("whole run: %d admitted, %d degraded, %d failed", total.admitted.Load(), total.degraded.Load(), total.failed.Load())
+}
+
+// waitProgress waits until the load has had n more answers.
+func (ta *tally) waitProgress(t *testing.T, n int64) {
+	t.Helper()
+	from := ta.admitted.Load() + ta.degraded.Load()
+	if !eventually(wait, func() bool { return ta.admitted.Load()+ta.degraded.Load()-from >= n }) {
+		t.Fatalf("the load made no progress: %d admitted, %d degraded, %d failed", ta.admitted.Load(), ta.degraded.Load(), ta.failed.Load())
+	}
+}
+
+// checkOutageLog requires proxy i (p) to have logged a Redis outage once
+// between the log marks killed and restarted, and nothing but its JSON
+// log since killed.
+func checkOutageLog(t *testing.T, i int, p *proxyProcess, killed, restarted int) {
+	t.Helper()
+	if n := p.countLog(killed, msgStarts("redis does not answer")) - p.countLog(restarted, msgStarts("redis does not answer")); n != 1 {
+		var lines []string
+		for line := range strings.SplitSeq(p.stderr.String(), "\n") {
+			if strings.Contains(line, "redis") {
+				lines = append(lines, line)
+			}
+		}
+		t.Errorf("proxy %d: logged the outage %d times, want once:\n%s", i, n, strings.Join(lines, "\n"))
+	}
+	// go-redis's own logger is off (main): a line per failed dial
+	// would not be the proxy's JSON.
+	if n := p.stderr.count(killed, func(s string) bool { return parseLog(s) == nil }); n > 0 {
+		t.Errorf("proxy %d: %d lines on stderr since Redis was killed are not the proxy's JSON log (go-redis's?), want none", i, n)
+	}
 }
 
 // TestClusterSilentRedisE2E: a Redis that accepts connections and never

@@ -214,29 +214,9 @@ func TestIdleConnectionFlood(t *testing.T) {
 
 	stop := make(chan struct{})
 	peak := watchConnections(e.proxy.admin, stop)
-	conns := make([]*rawConn, 0, flood)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
 	start := time.Now()
-	rssMax := 0 // with max idle connections, none closed yet
-	for i := range flood {
-		if i == max {
-			rssMax = rssKiB(t, pid)
-		}
-		c, err := dialRaw(addr)
-		if err != nil {
-			close(stop)
-			t.Fatalf("connection %d: dial: %v", i, err)
-		}
-		conns = append(conns, c)
-		if status, err := c.roundTrip("/"); err != nil || status != 200 {
-			close(stop)
-			t.Fatalf("connection %d: got %d, %v; want 200 (a new connection gets in by closing an idle one)", i, status, err)
-		}
-	}
+	// rssMax: with max idle connections, none closed yet.
+	conns, rssMax := floodIdle(t, addr, flood, stop, pid, max)
 	took := time.Since(start)
 	close(stop)
 
@@ -290,6 +270,37 @@ func TestIdleConnectionFlood(t *testing.T) {
 		open, err := connectionsOpen(e.proxy.admin)
 		t.Errorf("after the reload: sds_connections_max %v, open %v (%v); want %d and at most that", n, open, err, max/2)
 	}
+}
+
+// floodIdle opens n connections to addr one after another, each sending
+// one request, answered 200, and left idle. It returns them, and the RSS
+// of process pid just before the connection numbered rssAt (from 0). A
+// failure closes stop (a watcher's) and fails the test. The connections
+// are closed when the test ends.
+func floodIdle(t *testing.T, addr string, n int, stop chan struct{}, pid, rssAt int) (conns []*rawConn, rss int) {
+	t.Helper()
+	conns = make([]*rawConn, 0, n)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := range n {
+		if i == rssAt {
+			rss = rssKiB(t, pid)
+		}
+		c, err := dialRaw(addr)
+		if err != nil {
+			close(stop)
+			t.Fatalf("connection %d: dial: %v", i, err)
+		}
+		conns = append(conns, c)
+		if status, err := c.roundTrip("/"); err != nil || status != 200 {
+			close(stop)
+			t.Fatalf("connection %d: got %d, %v; want 200 (a new connection gets in by closing an idle one)", i, status, err)
+		}
+	}
+	return conns, rss
 }
 
 // TestBusyConnectionsRefuse: with every connection serving a request, a

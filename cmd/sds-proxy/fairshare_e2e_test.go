@@ -121,63 +121,15 @@ func TestMaxMinFair(t *testing.T) {
 func TestClusterFairSharesE2E(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
-	const seconds, measureFrom = 10, 3 // the bucket's first burst and the demand estimates settle in the first seconds
-	for _, tc := range []struct {
-		name   string
-		offers []int // requests a second to each proxy
-		// joins: the last proxy starts at this second of the run, and its
-		// share is measured from joins + 2.
-		joins int
-	}{
-		{"100/100", []int{100, 100}, 0},
-		{"150/50", []int{150, 50}, 0},
-		{"300/10", []int{300, 10}, 0},
-		{"200/50/10", []int{200, 50, 10}, 0},
-		{"100/100 then 100 joins", []int{100, 100, 100}, 4},
-	} {
+	for _, tc := range fairCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			srv := clustertest.Start(t)
-			cluster := fmt.Sprintf("addresses: [%s]\nreplicas: %d", srv.Addr, len(tc.offers))
-			point := fmt.Sprintf("clusterTokenBucket: {tokensPerSecond: %d, size: %d}", fairRate, fairRate)
-			first := len(tc.offers)
-			if tc.joins > 0 {
-				first--
-			}
-			f := startFleet(t, first, cluster, point)
-			f.waitShared(wait)
-			loads := make([]*pacedLoad, len(tc.offers))
-			for i := range loads {
-				loads[i] = &pacedLoad{offered: make([]atomic.Int64, seconds), admitted: make([]atomic.Int64, seconds)}
-			}
-			var wg sync.WaitGroup
-			begin := time.Now()
-			for i := range first {
-				f.pace(&wg, loads[i], i, tc.offers[i], begin)
-			}
-			if tc.joins > 0 {
-				// The last proxy starts once the load reaches second joins.
-				if !eventually(time.Duration(tc.joins+5)*time.Second, func() bool { return loads[0].offered[tc.joins].Load() > 0 }) {
-					t.Fatalf("the load did not reach second %d", tc.joins)
-				}
-				f.add()
-				f.pace(&wg, loads[first], first, tc.offers[first], begin)
-			}
-			// In the run's last second, while every load still runs, each
-			// proxy's /status.
-			if !eventually(time.Duration(seconds+5)*time.Second, func() bool { return loads[0].offered[seconds-1].Load() > 0 }) {
-				t.Fatalf("the load did not reach its last second")
-			}
-			statuses := make([]clusterStatus, len(f.proxies))
-			for i, p := range f.proxies {
-				statuses[i] = p.clusterStatus(t)
-			}
-			wg.Wait()
-
-			from := measureFrom
+			loads, statuses := runFair(t, tc)
+			from := fairMeasureFrom
 			if tc.joins > 0 {
 				from = tc.joins + 1
 			}
+			const seconds = fairSeconds
 			offered := make([]float64, len(loads))
 			admitted := make([]float64, len(loads))
 			for i, pl := range loads {
@@ -208,4 +160,71 @@ func TestClusterFairSharesE2E(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The fair-share runs last fairSeconds; the bucket's first burst and the
+// demand estimates settle in the first seconds, so they are measured from
+// second fairMeasureFrom.
+const fairSeconds, fairMeasureFrom = 10, 3
+
+// fairCase is one run of TestClusterFairSharesE2E.
+type fairCase struct {
+	name   string
+	offers []int // requests a second to each proxy
+	// joins: the last proxy starts at this second of the run, and its
+	// share is measured from joins + 2.
+	joins int
+}
+
+var fairCases = []fairCase{
+	{"100/100", []int{100, 100}, 0},
+	{"150/50", []int{150, 50}, 0},
+	{"300/10", []int{300, 10}, 0},
+	{"200/50/10", []int{200, 50, 10}, 0},
+	{"100/100 then 100 joins", []int{100, 100, 100}, 4},
+}
+
+// runFair starts a Redis and a fleet of proxies sharing a cluster token
+// bucket of fairRate, paces each proxy's load for fairSeconds (starting
+// the last proxy late if tc.joins), and returns the loads, and each
+// proxy's /status read in the run's last second while every load ran.
+func runFair(t *testing.T, tc fairCase) ([]*pacedLoad, []clusterStatus) {
+	const seconds = fairSeconds
+	srv := clustertest.Start(t)
+	cluster := fmt.Sprintf("addresses: [%s]\nreplicas: %d", srv.Addr, len(tc.offers))
+	point := fmt.Sprintf("clusterTokenBucket: {tokensPerSecond: %d, size: %d}", fairRate, fairRate)
+	first := len(tc.offers)
+	if tc.joins > 0 {
+		first--
+	}
+	f := startFleet(t, first, cluster, point)
+	f.waitShared(wait)
+	loads := make([]*pacedLoad, len(tc.offers))
+	for i := range loads {
+		loads[i] = &pacedLoad{offered: make([]atomic.Int64, seconds), admitted: make([]atomic.Int64, seconds)}
+	}
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for i := range first {
+		f.pace(&wg, loads[i], i, tc.offers[i], begin)
+	}
+	if tc.joins > 0 {
+		// The last proxy starts once the load reaches second joins.
+		if !eventually(time.Duration(tc.joins+5)*time.Second, func() bool { return loads[0].offered[tc.joins].Load() > 0 }) {
+			t.Fatalf("the load did not reach second %d", tc.joins)
+		}
+		f.add()
+		f.pace(&wg, loads[first], first, tc.offers[first], begin)
+	}
+	// In the run's last second, while every load still runs, each
+	// proxy's /status.
+	if !eventually(time.Duration(seconds+5)*time.Second, func() bool { return loads[0].offered[seconds-1].Load() > 0 }) {
+		t.Fatalf("the load did not reach its last second")
+	}
+	statuses := make([]clusterStatus, len(f.proxies))
+	for i, p := range f.proxies {
+		statuses[i] = p.clusterStatus(t)
+	}
+	wg.Wait()
+	return loads, statuses
 }

@@ -112,19 +112,7 @@ func TestMetricsProtobuf(t *testing.T) {
 	if got := expfmt.ResponseFormat(resp.Header); got.FormatType() != expfmt.TypeProtoDelim {
 		t.Fatalf("Content-Type %q: got format %v, want delimited protobuf", resp.Header.Get("Content-Type"), got)
 	}
-	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
-	ms := metrics{}
-	for {
-		var mf dto.MetricFamily
-		err := dec.Decode(&mf)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("decoding the protobuf exposition: %v", err)
-		}
-		ms[mf.GetName()] = &mf
-	}
+	ms := decodeExposition(t, resp)
 
 	hist := pointHistogram(t, ms, "p")
 	if hist.GetSampleCount() != metricsForwarded {
@@ -135,27 +123,7 @@ func TestMetricsProtobuf(t *testing.T) {
 	}
 	// Decode the spans and deltas: every call took at least 20ms, so no
 	// bucket below index ceil(8*log2(0.02)) = -45 is populated.
-	spans := hist.GetPositiveSpan()
-	if len(spans) == 0 {
-		t.Fatal("no native buckets")
-	}
-	index, count, total, lowest := int32(0), int64(0), uint64(hist.GetZeroCount()), int32(math.MaxInt32)
-	deltas := hist.GetPositiveDelta()
-	for _, s := range spans {
-		index += s.GetOffset()
-		for range s.GetLength() {
-			if len(deltas) == 0 {
-				t.Fatalf("%d spans, more buckets than deltas (%d)", len(spans), len(hist.GetPositiveDelta()))
-			}
-			count += deltas[0]
-			deltas = deltas[1:]
-			if count > 0 {
-				lowest = min(lowest, index)
-			}
-			total += uint64(count)
-			index++
-		}
-	}
+	total, lowest := nativeBuckets(t, hist)
 	if total != metricsForwarded || lowest < -45 {
 		t.Errorf("native buckets: got %d observations, lowest bucket %d; want %d, at or above -45", total, lowest, metricsForwarded)
 	}
@@ -184,6 +152,56 @@ func TestMetricsProtobuf(t *testing.T) {
 		t.Errorf("sds_build_info{version=%q,goversion=%q}: got %v (present: %v), want 1; families: %v",
 			version, runtime.Version(), v, ok, ms["sds_build_info"])
 	}
+}
+
+// decodeExposition decodes a scrape's answer in the format its
+// Content-Type names.
+func decodeExposition(t *testing.T, resp *http.Response) metrics {
+	t.Helper()
+	dec := expfmt.NewDecoder(resp.Body, expfmt.ResponseFormat(resp.Header))
+	ms := metrics{}
+	for {
+		var mf dto.MetricFamily
+		err := dec.Decode(&mf)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("decoding the protobuf exposition: %v", err)
+		}
+		ms[mf.GetName()] = &mf
+	}
+	return ms
+}
+
+// nativeBuckets decodes a native histogram's positive spans and deltas,
+// and returns the observations they and the zero bucket hold, and the
+// index of the lowest bucket populated.
+func nativeBuckets(t *testing.T, hist *dto.Histogram) (total uint64, lowest int32) {
+	t.Helper()
+	spans := hist.GetPositiveSpan()
+	if len(spans) == 0 {
+		t.Fatal("no native buckets")
+	}
+	index, count := int32(0), int64(0)
+	total, lowest = uint64(hist.GetZeroCount()), int32(math.MaxInt32)
+	deltas := hist.GetPositiveDelta()
+	for _, s := range spans {
+		index += s.GetOffset()
+		for range s.GetLength() {
+			if len(deltas) == 0 {
+				t.Fatalf("%d spans, more buckets than deltas (%d)", len(spans), len(hist.GetPositiveDelta()))
+			}
+			count += deltas[0]
+			deltas = deltas[1:]
+			if count > 0 {
+				lowest = min(lowest, index)
+			}
+			total += uint64(count)
+			index++
+		}
+	}
+	return total, lowest
 }
 
 // pointHistogram returns point's sds_upstream_duration_seconds.

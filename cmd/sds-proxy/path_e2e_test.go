@@ -52,28 +52,7 @@ func TestPathNormalisation(t *testing.T) {
 	port := addr[strings.LastIndexByte(addr, ':')+1:]
 
 	degradedUnder := map[string]int{} // point → requests degraded
-	for _, tt := range []struct{ target, host, point string }{
-		{"/blocked/x", "a.example", "blocked"},
-		{"/soak/../blocked/x", "a.example", "blocked"},
-		{"/soak/%2e%2e/blocked/x", "a.example", "blocked"},
-		{"/soak/%2E%2E/blocked/x", "a.example", "blocked"},
-		{"/soak/.%2e/blocked/x", "a.example", "blocked"},
-		{"/./blocked/x", "a.example", "blocked"},
-		{"//blocked/x", "a.example", "blocked"},
-		{"/blocked//x", "a.example", "blocked"},
-		{"/../../blocked", "a.example", "blocked"},
-		{"/%62locked/x", "a.example", "blocked"},
-		{"/a%20b", "a.example", "space"},
-		{"/x/../a%20b", "a.example", "space"},
-		{"//a%20b?q=1", "a.example", "space"},
-		{"/dirty/1", "a.example", "dirty"},
-		{"/dirty/", "a.example", "dirty"},
-		{"/v6", "[::1]:" + port, "v6"},
-		{"/v6", "[::1]", "v6"},
-		{"/./v6", "[::1]:8080", "v6"},
-		{"/port", "127.0.0.1:8443", "port"},
-		{"/port", "127.0.0.1.:8443", "port"},
-	} {
+	for _, tt := range pathsToPoints(port) {
 		r := rawGet(t, addr, tt.target, tt.host)
 		if want := "visit; point=" + tt.point; r.status != http.StatusTooManyRequests || r.degraded() != want {
 			t.Errorf("GET %s (Host %s): got %v, want 429 with Sds-Degraded %q", tt.target, tt.host, r, want)
@@ -84,18 +63,7 @@ func TestPathNormalisation(t *testing.T) {
 	// Requests that match none of those points reach the upstream, which
 	// names the (decoded) path it received.
 	requestsBefore, _ := e.upstreamStats()
-	upstreamAnswers := []struct{ target, host, want string }{
-		{"/soak/../open/x", "a.example", "upstream: GET /open/x\n"},
-		{"/%6fpen//y/./z/", "a.example", "upstream: GET /open/y/z/\n"},
-		{"/open/a%20b", "a.example", "upstream: GET /open/a b\n"},
-		{"/blocked/..", "a.example", "upstream: GET /\n"},
-		{"/a%20b/", "a.example", "upstream: GET /a b/\n"},
-		{"/a+b", "a.example", "upstream: GET /a+b\n"},
-		{"/dirty", "a.example", "upstream: GET /dirty\n"},
-		{"/v6", "[::2]:" + port, "upstream: GET /v6\n"},
-		{"/port", "127.0.0.1:" + port, "upstream: GET /port\n"},
-		{"/port", "127.0.0.1", "upstream: GET /port\n"},
-	}
+	upstreamAnswers := pathsToUpstream(port)
 	for _, tt := range upstreamAnswers {
 		r := rawGet(t, addr, tt.target, tt.host)
 		if r.status != http.StatusOK || r.degraded() != "" || r.body != tt.want {
@@ -127,17 +95,7 @@ func TestPathNormalisation(t *testing.T) {
 
 	// Encoded slashes, backslashes and invalid escapes: 400, and nothing
 	// reaches the upstream or any point.
-	for _, target := range []string{
-		"/soak/..%2Fblocked/x",
-		"/blocked%2fx",
-		"/open/a%2Fb",
-		"/soak/..%5Cblocked/x",
-		"/open/%5c",
-		`/soak/..\blocked/x`,
-		`/open\x`,
-		"/open/%zz",
-		"/blocked/%",
-	} {
+	for _, target := range pathsRejected {
 		r := rawGet(t, addr, target, "a.example")
 		if r.status != http.StatusBadRequest || r.degraded() != "" {
 			t.Errorf("GET %s: got %v, want 400", target, r)
@@ -155,6 +113,65 @@ func TestPathNormalisation(t *testing.T) {
 	}
 	e.metricIs(3, "sds_requests_total", "point", "open", "result", "proxied")
 	e.metricIs(3, "sds_requests_total", "point", "echo", "result", "proxied")
+}
+
+// pathsToPoints are requests, each a spelling of its point's route
+// (pathRoutes), that the point must degrade; port is the proxy's.
+func pathsToPoints(port string) []struct{ target, host, point string } {
+	return []struct{ target, host, point string }{
+		{"/blocked/x", "a.example", "blocked"},
+		{"/soak/../blocked/x", "a.example", "blocked"},
+		{"/soak/%2e%2e/blocked/x", "a.example", "blocked"},
+		{"/soak/%2E%2E/blocked/x", "a.example", "blocked"},
+		{"/soak/.%2e/blocked/x", "a.example", "blocked"},
+		{"/./blocked/x", "a.example", "blocked"},
+		{"//blocked/x", "a.example", "blocked"},
+		{"/blocked//x", "a.example", "blocked"},
+		{"/../../blocked", "a.example", "blocked"},
+		{"/%62locked/x", "a.example", "blocked"},
+		{"/a%20b", "a.example", "space"},
+		{"/x/../a%20b", "a.example", "space"},
+		{"//a%20b?q=1", "a.example", "space"},
+		{"/dirty/1", "a.example", "dirty"},
+		{"/dirty/", "a.example", "dirty"},
+		{"/v6", "[::1]:" + port, "v6"},
+		{"/v6", "[::1]", "v6"},
+		{"/./v6", "[::1]:8080", "v6"},
+		{"/port", "127.0.0.1:8443", "port"},
+		{"/port", "127.0.0.1.:8443", "port"},
+	}
+}
+
+// pathsToUpstream are requests that match none of the degrading points
+// and reach the upstream, with the answer in which it names the (decoded)
+// path it received; port is the proxy's.
+func pathsToUpstream(port string) []struct{ target, host, want string } {
+	return []struct{ target, host, want string }{
+		{"/soak/../open/x", "a.example", "upstream: GET /open/x\n"},
+		{"/%6fpen//y/./z/", "a.example", "upstream: GET /open/y/z/\n"},
+		{"/open/a%20b", "a.example", "upstream: GET /open/a b\n"},
+		{"/blocked/..", "a.example", "upstream: GET /\n"},
+		{"/a%20b/", "a.example", "upstream: GET /a b/\n"},
+		{"/a+b", "a.example", "upstream: GET /a+b\n"},
+		{"/dirty", "a.example", "upstream: GET /dirty\n"},
+		{"/v6", "[::2]:" + port, "upstream: GET /v6\n"},
+		{"/port", "127.0.0.1:" + port, "upstream: GET /port\n"},
+		{"/port", "127.0.0.1", "upstream: GET /port\n"},
+	}
+}
+
+// pathsRejected are request-targets with an encoded slash, a backslash or
+// an invalid escape: each answered 400.
+var pathsRejected = []string{
+	"/soak/..%2Fblocked/x",
+	"/blocked%2fx",
+	"/open/a%2Fb",
+	"/soak/..%5Cblocked/x",
+	"/open/%5c",
+	`/soak/..\blocked/x`,
+	`/open\x`,
+	"/open/%zz",
+	"/blocked/%",
 }
 
 // TestRoutePathRuleAgrees: config validation, which asks route.Normalize,

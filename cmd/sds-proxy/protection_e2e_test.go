@@ -50,62 +50,7 @@ func (e *env) pace(path string, interval, d time.Duration) []outcome {
 // the first request after the failed one.
 func TestRecoveryRamp(t *testing.T) {
 	t.Parallel()
-	t.Run("share follows the ramp", func(t *testing.T) {
-		t.Parallel()
-		const ramp = 4 * time.Second
-		e := setup(t, "10s", 10, "routes:\n  - point: r\n    match: {}\npoints:\n  r:\n    exceptionThreshold: 1\n    delayTime: 1s\n    recoveryTime: 4s\n")
-		if r := e.get("/x?status=500"); r.status != 500 {
-			t.Fatalf("failing call: got %v, want the upstream's 500", r)
-		}
-		if r := e.get("/x"); r.degraded() != "exception; point=r" {
-			t.Fatalf("tripping call: got %v", r)
-		}
-		// 100 requests a second through the delay (1s) and the ramp (4s).
-		load := e.pace("/x", 10*time.Millisecond, 6*time.Second)
-		start := slices.IndexFunc(load, func(o outcome) bool { return !strings.HasSuffix(o.degraded, "; delay") })
-		if start < 0 {
-			t.Fatalf("the delay never ended in %d requests", len(load))
-		}
-		from := load[start].at
-		const buckets = 8
-		var admitted, total [buckets + 2]int
-		for _, o := range load[start:] {
-			switch o.degraded {
-			case "":
-				if o.status != 200 {
-					t.Errorf("admitted request: got %d, want 200", o.status)
-				}
-			case "recovery; point=r":
-				if o.status != 503 {
-					t.Errorf("degraded by the ramp: got %d, want 503", o.status)
-				}
-			default:
-				t.Errorf("after the delay: got Sds-Degraded %q, want none or recovery", o.degraded)
-			}
-			i := min(int(o.at.Sub(from)/(ramp/buckets)), buckets+1)
-			total[i]++
-			if o.degraded == "" {
-				admitted[i]++
-			}
-		}
-		var figures []string
-		for i := range buckets {
-			if total[i] == 0 {
-				t.Errorf("bucket %d: no request (the machine stalled?)", i)
-				continue
-			}
-			want := 0.1 + 0.9*(float64(i)+0.5)/buckets
-			got := float64(admitted[i]) / float64(total[i])
-			figures = append(figures, fmt.Sprintf("%.1fs: %d/%d = %.2f (ramp %.2f)", float64(i)*ramp.Seconds()/buckets, admitted[i], total[i], got, want))
-			if math.Abs(got-want) > 0.15 {
-				t.Errorf("bucket %d: admitted %.2f, want %.2f±0.15", i, got, want)
-			}
-		}
-		t.Logf("admitted share per bucket after the delay:\n  %s", strings.Join(figures, "\n  "))
-		if n := total[buckets+1]; n > 0 && admitted[buckets+1] != n {
-			t.Errorf("after the ramp: %d of %d admitted, want all", admitted[buckets+1], n)
-		}
-	})
+	t.Run("share follows the ramp", rampShare)
 
 	t.Run("the ramp reads recovering", func(t *testing.T) {
 		t.Parallel()
@@ -163,6 +108,66 @@ func TestRecoveryRamp(t *testing.T) {
 		}
 		t.Logf("re-tripped at the request after the failed one (%d requests in the delay before it); log: %v", failedAt, tripped)
 	})
+}
+
+// rampShare: under 100 requests a second, the share admitted after the
+// delay follows the ramp, per half-second bucket, and all are admitted
+// once it is over.
+func rampShare(t *testing.T) {
+	t.Parallel()
+	const ramp = 4 * time.Second
+	e := setup(t, "10s", 10, "routes:\n  - point: r\n    match: {}\npoints:\n  r:\n    exceptionThreshold: 1\n    delayTime: 1s\n    recoveryTime: 4s\n")
+	if r := e.get("/x?status=500"); r.status != 500 {
+		t.Fatalf("failing call: got %v, want the upstream's 500", r)
+	}
+	if r := e.get("/x"); r.degraded() != "exception; point=r" {
+		t.Fatalf("tripping call: got %v", r)
+	}
+	// 100 requests a second through the delay (1s) and the ramp (4s).
+	load := e.pace("/x", 10*time.Millisecond, 6*time.Second)
+	start := slices.IndexFunc(load, func(o outcome) bool { return !strings.HasSuffix(o.degraded, "; delay") })
+	if start < 0 {
+		t.Fatalf("the delay never ended in %d requests", len(load))
+	}
+	from := load[start].at
+	const buckets = 8
+	var admitted, total [buckets + 2]int
+	for _, o := range load[start:] {
+		switch o.degraded {
+		case "":
+			if o.status != 200 {
+				t.Errorf("admitted request: got %d, want 200", o.status)
+			}
+		case "recovery; point=r":
+			if o.status != 503 {
+				t.Errorf("degraded by the ramp: got %d, want 503", o.status)
+			}
+		default:
+			t.Errorf("after the delay: got Sds-Degraded %q, want none or recovery", o.degraded)
+		}
+		i := min(int(o.at.Sub(from)/(ramp/buckets)), buckets+1)
+		total[i]++
+		if o.degraded == "" {
+			admitted[i]++
+		}
+	}
+	var figures []string
+	for i := range buckets {
+		if total[i] == 0 {
+			t.Errorf("bucket %d: no request (the machine stalled?)", i)
+			continue
+		}
+		want := 0.1 + 0.9*(float64(i)+0.5)/buckets
+		got := float64(admitted[i]) / float64(total[i])
+		figures = append(figures, fmt.Sprintf("%.1fs: %d/%d = %.2f (ramp %.2f)", float64(i)*ramp.Seconds()/buckets, admitted[i], total[i], got, want))
+		if math.Abs(got-want) > 0.15 {
+			t.Errorf("bucket %d: admitted %.2f, want %.2f±0.15", i, got, want)
+		}
+	}
+	t.Logf("admitted share per bucket after the delay:\n  %s", strings.Join(figures, "\n  "))
+	if n := total[buckets+1]; n > 0 && admitted[buckets+1] != n {
+		t.Errorf("after the ramp: %d of %d admitted, want all", admitted[buckets+1], n)
+	}
 }
 
 // TestPriorityShedding: at twice a point's visit threshold, most of it
@@ -335,18 +340,8 @@ func TestAdaptiveConcurrency(t *testing.T) {
 	e := newEnv(t)
 	const capacity, rate = 8, 400
 	sweep := []int{6, 8, 10, 14}
-	var cfg strings.Builder
-	cfg.WriteString(configHeader(e.upstream, "10s", 10))
-	cfg.WriteString("routes:\n  - {point: unlimited, match: {host: unlimited.test}}\n  - {point: adaptive, match: {host: adaptive.test}}\n  - {point: fresh, match: {host: fresh.test}}\n")
-	for _, c := range sweep {
-		fmt.Fprintf(&cfg, "  - {point: fixed%d, match: {host: fixed%d.test}}\n", c, c)
-	}
-	cfg.WriteString("points:\n  unlimited: {}\n  adaptive:\n    adaptiveConcurrency: {}\n  fresh:\n    adaptiveConcurrency: {}\n")
-	for _, c := range sweep {
-		fmt.Fprintf(&cfg, "  fixed%d:\n    concurrentThreshold: %d\n", c, c)
-	}
 	e.config = e.dir + "/sds.yaml"
-	e.write(e.config, cfg.String())
+	e.write(e.config, adaptiveConfig(e.upstream, sweep))
 	e.proxy = startProxy(t, e.config)
 	if r := e.getURL(e.upstream + fmt.Sprintf("/_control?queueCapacity=%d&queueService=40ms", capacity)); r.status != 200 {
 		t.Fatalf("upstream control: %v", r)
@@ -355,97 +350,30 @@ func TestAdaptiveConcurrency(t *testing.T) {
 	t.Cleanup(tr.CloseIdleConnections)
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 
-	// Unloaded: one request at a time.
-	var unloaded []time.Duration
-	for range 20 {
-		req, _ := http.NewRequest("GET", e.proxy.url+"/api/queue", nil)
-		req.Host = "unlimited.test"
-		start := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		unloaded = append(unloaded, time.Since(start))
-	}
-	base := median(unloaded)
+	base := unloadedLatency(t, client, e.proxy.url, "unlimited.test")
 	t.Logf("unloaded latency: median %v", base.Round(time.Millisecond))
 
 	none := openLoad(t, client, e.proxy.url, "unlimited.test", rate, 2*time.Second, 0)
 	t.Logf("no limit, %d/s for 2s: %v", rate, none)
-	var best loadResult
-	bestAt := 0
-	for _, c := range sweep {
-		r := openLoad(t, client, e.proxy.url, fmt.Sprintf("fixed%d.test", c), rate, 2500*time.Millisecond, 500*time.Millisecond)
-		t.Logf("concurrentThreshold %d: %v", c, r)
-		// The best: the highest goodput, or within 2% of it with a lower p99.
-		if bestAt == 0 || r.goodput() > 1.02*best.goodput() || r.goodput() >= 0.98*best.goodput() && r.p99() < best.p99() {
-			best, bestAt = r, c
-		}
-	}
+	best, bestAt := bestFixed(t, client, e.proxy.url, rate, sweep)
 	first := openLoad(t, client, e.proxy.url, "fresh.test", rate, time.Second, 0)
 	t.Logf("a fresh adaptive point's first second: %d of %d forwarded", first.ok, first.sent)
 
 	// The adaptive point: 6s at capacity 8, then 6s at capacity 4, with
 	// the limit read from /metrics every 100ms.
-	type sample struct {
-		at    time.Duration
-		limit float64
-	}
-	var samples []sample
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
 	start := time.Now()
-	sampler.Go(func() {
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			ms, err := scrape(e.proxy.admin)
-			if err != nil {
-				continue
-			}
-			if v, ok := ms.value("sds_adaptive_concurrency_limit", "point", "adaptive"); ok {
-				samples = append(samples, sample{time.Since(start), v})
-			}
-		}
-	})
+	samples := sampleLimit(e.proxy.admin, "adaptive", start)
 	adaptive := openLoad(t, client, e.proxy.url, "adaptive.test", rate, 6*time.Second, 2*time.Second)
 	halvedAt := time.Since(start)
 	if r := e.getURL(e.upstream + fmt.Sprintf("/_control?queueCapacity=%d", capacity/2)); r.status != 200 {
 		t.Fatalf("upstream control: %v", r)
 	}
 	halved := openLoad(t, client, e.proxy.url, "adaptive.test", rate, 6*time.Second, 2*time.Second)
-	close(stop)
-	sampler.Wait()
-
-	var before, after []float64
-	followedIn := time.Duration(-1)
-	for _, s := range samples {
-		switch {
-		case s.at >= 2*time.Second && s.at < halvedAt:
-			before = append(before, s.limit)
-		case s.at >= halvedAt+2*time.Second:
-			after = append(after, s.limit)
-		}
-	}
+	before, after, followedIn := splitLimit(samples(), halvedAt, 1.5*capacity/2)
 	if len(before) < 10 || len(after) < 10 {
 		t.Fatalf("limit samples: %d before, %d after the halving, want 10 or more", len(before), len(after))
 	}
-	slices.Sort(before)
-	slices.Sort(after)
 	medianBefore, medianAfter := before[len(before)/2], after[len(after)/2]
-	for _, s := range samples {
-		if s.at > halvedAt && s.limit <= 1.5*capacity/2 {
-			followedIn = s.at - halvedAt
-			break
-		}
-	}
 	t.Logf("adaptive at capacity %d: %v; limit median %.0f (min %.0f, max %.0f)", capacity, adaptive, medianBefore, before[0], before[len(before)-1])
 	t.Logf("adaptive at capacity %d: %v; limit median %.0f (min %.0f, max %.0f); the limit came to 1.5x the new capacity %v after the halving",
 		capacity/2, halved, medianAfter, after[0], after[len(after)-1], followedIn.Round(100*time.Millisecond))
@@ -474,4 +402,117 @@ func TestAdaptiveConcurrency(t *testing.T) {
 	if medianAfter < 0.75*capacity/2 || medianAfter > 1.5*capacity/2 {
 		t.Errorf("limit median %.0f after the halving, want from 0.75x to 1.5x the new capacity %d", medianAfter, capacity/2)
 	}
+}
+
+// adaptiveConfig routes host unlimited.test to a point with no limit,
+// adaptive.test and fresh.test each to an adaptive point, and fixedC.test
+// to a point of concurrentThreshold C for each C of sweep.
+func adaptiveConfig(upstream string, sweep []int) string {
+	var cfg strings.Builder
+	cfg.WriteString(configHeader(upstream, "10s", 10))
+	cfg.WriteString("routes:\n  - {point: unlimited, match: {host: unlimited.test}}\n  - {point: adaptive, match: {host: adaptive.test}}\n  - {point: fresh, match: {host: fresh.test}}\n")
+	for _, c := range sweep {
+		fmt.Fprintf(&cfg, "  - {point: fixed%d, match: {host: fixed%d.test}}\n", c, c)
+	}
+	cfg.WriteString("points:\n  unlimited: {}\n  adaptive:\n    adaptiveConcurrency: {}\n  fresh:\n    adaptiveConcurrency: {}\n")
+	for _, c := range sweep {
+		fmt.Fprintf(&cfg, "  fixed%d:\n    concurrentThreshold: %d\n", c, c)
+	}
+	return cfg.String()
+}
+
+// unloadedLatency is the median latency of 20 GET /api/queue with Host
+// host, one at a time.
+func unloadedLatency(t *testing.T, client *http.Client, proxy, host string) time.Duration {
+	t.Helper()
+	var unloaded []time.Duration
+	for range 20 {
+		req, _ := http.NewRequest("GET", proxy+"/api/queue", nil)
+		req.Host = host
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		unloaded = append(unloaded, time.Since(start))
+	}
+	return median(unloaded)
+}
+
+// bestFixed runs the load against each fixed threshold of sweep, one at a
+// time, and returns the best run and its threshold: the highest goodput,
+// or within 2% of it with a lower p99.
+func bestFixed(t *testing.T, client *http.Client, proxy string, rate int, sweep []int) (best loadResult, bestAt int) {
+	for _, c := range sweep {
+		r := openLoad(t, client, proxy, fmt.Sprintf("fixed%d.test", c), rate, 2500*time.Millisecond, 500*time.Millisecond)
+		t.Logf("concurrentThreshold %d: %v", c, r)
+		if bestAt == 0 || r.goodput() > 1.02*best.goodput() || r.goodput() >= 0.98*best.goodput() && r.p99() < best.p99() {
+			best, bestAt = r, c
+		}
+	}
+	return best, bestAt
+}
+
+// limitSample is the adaptive limit read at some time after a start.
+type limitSample struct {
+	at    time.Duration
+	limit float64
+}
+
+// sampleLimit reads the point's sds_adaptive_concurrency_limit from the
+// admin address every 100ms until the returned function is called, which
+// returns the samples.
+func sampleLimit(admin, point string, start time.Time) (stop func() []limitSample) {
+	var samples []limitSample
+	done := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			ms, err := scrape(admin)
+			if err != nil {
+				continue
+			}
+			if v, ok := ms.value("sds_adaptive_concurrency_limit", "point", point); ok {
+				samples = append(samples, limitSample{time.Since(start), v})
+			}
+		}
+	})
+	return func() []limitSample {
+		close(done)
+		sampler.Wait()
+		return samples
+	}
+}
+
+// splitLimit sorts the limits sampled from 2s after the start to the
+// halving, and from 2s after the halving on, and says how long after the
+// halving the limit first came to at most follow (-1: never).
+func splitLimit(samples []limitSample, halvedAt time.Duration, follow float64) (before, after []float64, followedIn time.Duration) {
+	followedIn = -1
+	for _, s := range samples {
+		switch {
+		case s.at >= 2*time.Second && s.at < halvedAt:
+			before = append(before, s.limit)
+		case s.at >= halvedAt+2*time.Second:
+			after = append(after, s.limit)
+		}
+	}
+	slices.Sort(before)
+	slices.Sort(after)
+	for _, s := range samples {
+		if s.at > halvedAt && s.limit <= follow {
+			followedIn = s.at - halvedAt
+			break
+		}
+	}
+	return before, after, followedIn
 }

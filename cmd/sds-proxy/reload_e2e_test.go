@@ -459,59 +459,7 @@ func TestReloadRejectedShowsNoChange(t *testing.T) {
 // TestHotReload edits the config of a running proxy.
 func TestHotReload(t *testing.T) {
 	t.Parallel()
-	body := func(visitThreshold string) string {
-		return "routes:\n  - point: r\n    match: {pathPrefix: /r}\npoints:\n  r:\n    visitThreshold: " + visitThreshold + "\n"
-	}
-	t.Run("file edits", func(t *testing.T) {
-		t.Parallel()
-		e := setup(t, "10s", 10, body("0"))
-		header := configHeader(e.upstream, "10s", 10)
-		if r := e.get("/r"); r.degraded() != "visit; point=r" {
-			t.Fatalf("visitThreshold 0: got %v, want degraded", r)
-		}
-
-		// A valid edit applies within a second.
-		mark := e.proxy.stderr.mark()
-		edited := time.Now()
-		e.write(e.config, header+body("1000"))
-		if !eventually(wait, func() bool { return e.get("/r").degraded() == "" }) {
-			t.Fatalf("visitThreshold 1000 not applied within %v", wait)
-		}
-		if d := time.Since(edited); d > 1500*time.Millisecond {
-			t.Errorf("edit applied after %v, want within 1s", d)
-		}
-		e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
-		e.metricIs(1, "sds_config_last_reload_successful")
-
-		// An invalid edit, which would degrade everything if any of it
-		// applied, changes nothing.
-		mark = e.proxy.stderr.mark()
-		e.write(e.config, header+body("0")+"    bogusKey: 1\n")
-		rejected := e.proxy.waitLog(t, mark, wait, msgStarts("config rejected"))
-		if !strings.Contains(fmt.Sprint(rejected["error"]), "bogusKey") {
-			t.Errorf("rejection log: got %v, want the error naming bogusKey", rejected)
-		}
-		for range 5 {
-			if r := e.get("/r"); r.status != 200 || r.degraded() != "" {
-				t.Errorf("after an invalid edit: got %v, want 200 (visitThreshold 1000 kept)", r)
-			}
-		}
-		e.metricIs(0, "sds_config_last_reload_successful")
-		e.metricIs(1, "sds_config_reloads_total", "result", "failure")
-		if st := e.status(); st.Config.LastReload == nil || st.Config.LastReload.OK || st.Config.LastReload.Error == "" {
-			t.Errorf("/status config.lastReload: got %+v, want ok false with the error", st.Config.LastReload)
-		}
-
-		// A later valid edit still applies.
-		mark = e.proxy.stderr.mark()
-		e.write(e.config, header+body("0"))
-		if !eventually(wait, func() bool { return e.get("/r").degraded() == "visit; point=r" }) {
-			t.Fatalf("a valid edit after an invalid one was not applied within %v", wait)
-		}
-		e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
-		e.metricIs(1, "sds_config_last_reload_successful")
-		e.metricIs(2, "sds_config_reloads_total", "result", "success")
-	})
+	t.Run("file edits", reloadFileEdits)
 
 	t.Run("SIGHUP", func(t *testing.T) {
 		t.Parallel()
@@ -521,7 +469,7 @@ func TestHotReload(t *testing.T) {
 		real := filepath.Join(e.dir, "data", "sds.yaml")
 		os.Mkdir(filepath.Dir(real), 0o755)
 		os.Mkdir(filepath.Join(e.dir, "conf"), 0o755)
-		e.write(real, configHeader(e.upstream, "10s", 10)+body("0"))
+		e.write(real, configHeader(e.upstream, "10s", 10)+reloadRoutes("0"))
 		e.config = filepath.Join(e.dir, "conf", "sds.yaml")
 		if err := os.Symlink(real, e.config); err != nil {
 			t.Fatal(err)
@@ -530,7 +478,7 @@ func TestHotReload(t *testing.T) {
 		if r := e.get("/r"); r.degraded() == "" {
 			t.Fatalf("visitThreshold 0: got %v, want degraded", r)
 		}
-		e.write(real, configHeader(e.upstream, "10s", 10)+body("1000"))
+		e.write(real, configHeader(e.upstream, "10s", 10)+reloadRoutes("1000"))
 		mark := e.proxy.stderr.mark()
 		e.proxy.signal(syscall.SIGHUP)
 		if !eventually(wait, func() bool { return e.get("/r").degraded() == "" }) {
@@ -538,6 +486,64 @@ func TestHotReload(t *testing.T) {
 		}
 		e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
 	})
+}
+
+// reloadFileEdits: a valid edit of the file applies within a second; an
+// invalid one changes nothing and is reported; a later valid one applies.
+func reloadFileEdits(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "10s", 10, reloadRoutes("0"))
+	header := configHeader(e.upstream, "10s", 10)
+	if r := e.get("/r"); r.degraded() != "visit; point=r" {
+		t.Fatalf("visitThreshold 0: got %v, want degraded", r)
+	}
+
+	// A valid edit applies within a second.
+	mark := e.proxy.stderr.mark()
+	edited := time.Now()
+	e.write(e.config, header+reloadRoutes("1000"))
+	if !eventually(wait, func() bool { return e.get("/r").degraded() == "" }) {
+		t.Fatalf("visitThreshold 1000 not applied within %v", wait)
+	}
+	if d := time.Since(edited); d > 1500*time.Millisecond {
+		t.Errorf("edit applied after %v, want within 1s", d)
+	}
+	e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
+	e.metricIs(1, "sds_config_last_reload_successful")
+
+	// An invalid edit, which would degrade everything if any of it
+	// applied, changes nothing.
+	mark = e.proxy.stderr.mark()
+	e.write(e.config, header+reloadRoutes("0")+"    bogusKey: 1\n")
+	rejected := e.proxy.waitLog(t, mark, wait, msgStarts("config rejected"))
+	if !strings.Contains(fmt.Sprint(rejected["error"]), "bogusKey") {
+		t.Errorf("rejection log: got %v, want the error naming bogusKey", rejected)
+	}
+	for range 5 {
+		if r := e.get("/r"); r.status != 200 || r.degraded() != "" {
+			t.Errorf("after an invalid edit: got %v, want 200 (visitThreshold 1000 kept)", r)
+		}
+	}
+	e.metricIs(0, "sds_config_last_reload_successful")
+	e.metricIs(1, "sds_config_reloads_total", "result", "failure")
+	if st := e.status(); st.Config.LastReload == nil || st.Config.LastReload.OK || st.Config.LastReload.Error == "" {
+		t.Errorf("/status config.lastReload: got %+v, want ok false with the error", st.Config.LastReload)
+	}
+
+	// A later valid edit still applies.
+	mark = e.proxy.stderr.mark()
+	e.write(e.config, header+reloadRoutes("0"))
+	if !eventually(wait, func() bool { return e.get("/r").degraded() == "visit; point=r" }) {
+		t.Fatalf("a valid edit after an invalid one was not applied within %v", wait)
+	}
+	e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
+	e.metricIs(1, "sds_config_last_reload_successful")
+	e.metricIs(2, "sds_config_reloads_total", "result", "success")
+}
+
+// reloadRoutes routes /r to point r of the given visitThreshold.
+func reloadRoutes(visitThreshold string) string {
+	return "routes:\n  - point: r\n    match: {pathPrefix: /r}\npoints:\n  r:\n    visitThreshold: " + visitThreshold + "\n"
 }
 
 // TestHotReloadFileEvents checks the ways a config file changes besides an

@@ -80,48 +80,6 @@ func (e *env) recover(good string, again bool) {
 // 100ms), so that load cannot make it look fast, nor a fast one slow.
 func TestStrategies(t *testing.T) {
 	t.Parallel()
-	// windowed runs a window strategy: trip with exact counts on a 10s
-	// window, then trip again on a 1s window and wait for recovery.
-	windowed := func(t *testing.T, settings, path, strategy string, status int, threshold int64, good string, checks func(*env)) {
-		t.Run("trip", func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, "10s", 10, pointRoute+settings)
-			if got := e.countDegraded(10, path, strategy+"; point=p", status); got != 5 {
-				t.Errorf("degraded: got %d of 10, want 5", got)
-			}
-			e.checkTrip(strategy, threshold)
-			e.metricIs(1, "sds_point_tripped", "point", "p")
-			if p := e.point("p"); p.State != "open" || p.Reason == nil || p.Reason.Strategy != strategy {
-				t.Errorf("/status state: got %q (%+v), want open by %s", p.State, p.Reason, strategy)
-			}
-			checks(e)
-		})
-		t.Run("recover", func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, "1s", 10, pointRoute+settings)
-			// Five calls at once, then one more: the sixth is degraded once
-			// the five are counted.
-			burst := func() {
-				var wg sync.WaitGroup
-				for range 5 {
-					wg.Go(func() {
-						req, _ := http.NewRequest("GET", e.proxy.url+path, nil)
-						if _, err := e.do(req); err != nil {
-							t.Errorf("burst: %v", err)
-						}
-					})
-				}
-				wg.Wait()
-			}
-			if !eventually(wait, func() bool { burst(); return e.get(path).degraded() != "" }) {
-				t.Fatalf("no trip within %v of bursts of 5 calls", wait)
-			}
-			// Visits leave the window bucket by bucket: the request that
-			// passes may be the 5th allowed, and the next degraded again.
-			e.recover(good, strategy != "visit")
-		})
-	}
-
 	t.Run("visit", func(t *testing.T) {
 		t.Parallel()
 		// (b) visitThreshold 5, ten calls: 5 degraded, 429 with Retry-After.
@@ -167,57 +125,7 @@ func TestStrategies(t *testing.T) {
 		})
 	})
 
-	t.Run("concurrent", func(t *testing.T) {
-		t.Parallel()
-		// (d) concurrentThreshold 2, five concurrent callers x 10 rounds of
-		// 500ms calls: 3 degraded per round, 30 in all. A call lasts far
-		// longer than the five take to start, even on a loaded machine.
-		e := setup(t, "10s", 10, pointRoute+"    concurrentThreshold: 2\n")
-		const callers, rounds = 5, 10
-		total := 0
-		for round := range rounds {
-			start := make(chan struct{})
-			results := make(chan reply, callers)
-			var wg sync.WaitGroup
-			for range callers {
-				wg.Go(func() {
-					req, _ := http.NewRequest("GET", e.proxy.url+"/c?sleep=500ms", nil)
-					<-start
-					r, err := e.do(req)
-					if err != nil {
-						t.Errorf("round %d: %v", round, err)
-					}
-					results <- r
-				})
-			}
-			close(start)
-			wg.Wait()
-			close(results)
-			degraded := 0
-			for r := range results {
-				switch {
-				case r.degraded() == "concurrent; point=p" && r.status == 503:
-					degraded++
-				case r.degraded() != "" || r.status != 200:
-					t.Errorf("round %d: got %v, want 200 or a concurrent 503", round, r)
-				}
-			}
-			if degraded != callers-2 {
-				t.Errorf("round %d: got %d degraded, want %d", round, degraded, callers-2)
-			}
-			total += degraded
-			// The client can see a response end a moment before the
-			// proxy frees its slot: wait for the slots, not for time.
-			if !eventually(wait, func() bool { v, _ := e.metric("sds_inflight", "point", "p"); return v == 0 }) {
-				t.Fatalf("round %d: sds_inflight did not return to 0", round)
-			}
-		}
-		if total != 30 {
-			t.Errorf("degraded: got %d, want 30", total)
-		}
-		e.checkTrip("concurrent", 2)
-		e.recover("/c", true)
-	})
+	t.Run("concurrent", strategyConcurrent)
 
 	t.Run("token_bucket", func(t *testing.T) {
 		t.Parallel()
@@ -237,59 +145,118 @@ func TestStrategies(t *testing.T) {
 	})
 }
 
+// strategyConcurrent: concurrentThreshold 2 against rounds of five
+// concurrent callers degrades three a round, then recovers.
+func strategyConcurrent(t *testing.T) {
+	t.Parallel()
+	// (d) concurrentThreshold 2, five concurrent callers x 10 rounds of
+	// 500ms calls: 3 degraded per round, 30 in all. A call lasts far
+	// longer than the five take to start, even on a loaded machine.
+	e := setup(t, "10s", 10, pointRoute+"    concurrentThreshold: 2\n")
+	const callers, rounds = 5, 10
+	total := 0
+	for round := range rounds {
+		degraded := e.concurrentRound(round, callers)
+		if degraded != callers-2 {
+			t.Errorf("round %d: got %d degraded, want %d", round, degraded, callers-2)
+		}
+		total += degraded
+		// The client can see a response end a moment before the
+		// proxy frees its slot: wait for the slots, not for time.
+		if !eventually(wait, func() bool { v, _ := e.metric("sds_inflight", "point", "p"); return v == 0 }) {
+			t.Fatalf("round %d: sds_inflight did not return to 0", round)
+		}
+	}
+	if total != 30 {
+		t.Errorf("degraded: got %d, want 30", total)
+	}
+	e.checkTrip("concurrent", 2)
+	e.recover("/c", true)
+}
+
+// concurrentRound sends callers 500ms calls to /c at once, requires each
+// to be a 200 or a 503 degraded by point p's concurrent strategy, and
+// returns how many were degraded.
+func (e *env) concurrentRound(round, callers int) (degraded int) {
+	t := e.t
+	t.Helper()
+	start := make(chan struct{})
+	results := make(chan reply, callers)
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			req, _ := http.NewRequest("GET", e.proxy.url+"/c?sleep=500ms", nil)
+			<-start
+			r, err := e.do(req)
+			if err != nil {
+				t.Errorf("round %d: %v", round, err)
+			}
+			results <- r
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	for r := range results {
+		switch {
+		case r.degraded() == "concurrent; point=p" && r.status == 503:
+			degraded++
+		case r.degraded() != "" || r.status != 200:
+			t.Errorf("round %d: got %v, want 200 or a concurrent 503", round, r)
+		}
+	}
+	return degraded
+}
+
+// windowed runs a window strategy on point p: trip with exact counts on a
+// 10s window (then checks), then trip again on a 1s window and wait for
+// recovery with good requests.
+func windowed(t *testing.T, settings, path, strategy string, status int, threshold int64, good string, checks func(*env)) {
+	t.Run("trip", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, "10s", 10, pointRoute+settings)
+		if got := e.countDegraded(10, path, strategy+"; point=p", status); got != 5 {
+			t.Errorf("degraded: got %d of 10, want 5", got)
+		}
+		e.checkTrip(strategy, threshold)
+		e.metricIs(1, "sds_point_tripped", "point", "p")
+		if p := e.point("p"); p.State != "open" || p.Reason == nil || p.Reason.Strategy != strategy {
+			t.Errorf("/status state: got %q (%+v), want open by %s", p.State, p.Reason, strategy)
+		}
+		checks(e)
+	})
+	t.Run("recover", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, "1s", 10, pointRoute+settings)
+		// Five calls at once, then one more: the sixth is degraded once
+		// the five are counted.
+		burst := func() {
+			var wg sync.WaitGroup
+			for range 5 {
+				wg.Go(func() {
+					req, _ := http.NewRequest("GET", e.proxy.url+path, nil)
+					if _, err := e.do(req); err != nil {
+						t.Errorf("burst: %v", err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		if !eventually(wait, func() bool { burst(); return e.get(path).degraded() != "" }) {
+			t.Fatalf("no trip within %v of bursts of 5 calls", wait)
+		}
+		// Visits leave the window bucket by bucket: the request that
+		// passes may be the 5th allowed, and the next degraded again.
+		e.recover(good, strategy != "visit")
+	})
+}
+
 // TestDelay checks delayTime and retryInterval: a trip degrades everything
 // with "; delay" until a probe succeeds (or the delay passes), then the
 // point starts afresh.
 func TestDelay(t *testing.T) {
 	t.Parallel()
-	t.Run("good probe ends the delay", func(t *testing.T) {
-		t.Parallel()
-		e := setup(t, "10s", 10, "routes:\n  - point: d\n    match: {}\npoints:\n  d:\n    exceptionThreshold: 1\n    delayTime: 30s\n    retryInterval: 300ms\n")
-		if r := e.get("/x?status=500"); r.status != 500 || r.degraded() != "" {
-			t.Fatalf("failing call: got %v, want the upstream's 500", r)
-		}
-		tripAt := time.Now()
-		// The request that trips is judged by the strategies; the ones
-		// after it are inside the delay.
-		if r := e.get("/x"); r.status != 503 || r.degraded() != "exception; point=d" {
-			t.Fatalf("the tripping call: got %v, want 503 with Sds-Degraded \"exception; point=d\"", r)
-		}
-		if r := e.get("/x"); r.status != 503 || r.degraded() != "exception; point=d; delay" {
-			t.Fatalf("in the delay: got %v, want 503 with Sds-Degraded \"exception; point=d; delay\"", r)
-		}
-		e.proxy.waitLog(t, 0, wait, pointLog("delay started", "d"))
-		if p := e.point("d"); p.State != "delay" {
-			t.Errorf("/status state: got %q, want delay", p.State)
-		}
-		// A probe goes through after retryInterval; it succeeds, which ends
-		// the delay and clears the window.
-		var passedAt time.Time
-		if !eventually(wait, func() bool {
-			r := e.get("/x")
-			if r.degraded() == "" {
-				passedAt = time.Now()
-				return true
-			}
-			if r.degraded() != "exception; point=d; delay" {
-				t.Errorf("in the delay: got %v, want degraded with \"; delay\"", r)
-			}
-			return false
-		}) {
-			t.Fatalf("no probe passed within %v (retryInterval 300ms)", wait)
-		}
-		if d := passedAt.Sub(tripAt); d < 250*time.Millisecond || d > 2*time.Second {
-			t.Errorf("first probe passed %v after the trip, want about retryInterval (300ms)", d)
-		}
-		e.proxy.waitLog(t, 0, wait, pointLog("delay ended", "d"))
-		for range 3 {
-			if r := e.get("/x"); r.status != 200 || r.degraded() != "" {
-				t.Errorf("after the delay: got %v, want 200 (the window was cleared)", r)
-			}
-		}
-		if p := e.point("d"); p.State != "closed" || p.Window.Exceptions != 0 {
-			t.Errorf("/status after the delay: got %+v, want closed with no exceptions", p)
-		}
-	})
+	t.Run("good probe ends the delay", delayGoodProbe)
 
 	t.Run("failed probe waits another interval", func(t *testing.T) {
 		t.Parallel()
@@ -332,6 +299,58 @@ func TestDelay(t *testing.T) {
 		}
 		e.proxy.waitLog(t, 0, wait, pointLog("delay ended", "d"))
 	})
+}
+
+// delayGoodProbe: a point tripped into a delay lets a probe through after
+// retryInterval; the probe succeeds, which ends the delay and clears the
+// window.
+func delayGoodProbe(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "10s", 10, "routes:\n  - point: d\n    match: {}\npoints:\n  d:\n    exceptionThreshold: 1\n    delayTime: 30s\n    retryInterval: 300ms\n")
+	if r := e.get("/x?status=500"); r.status != 500 || r.degraded() != "" {
+		t.Fatalf("failing call: got %v, want the upstream's 500", r)
+	}
+	tripAt := time.Now()
+	// The request that trips is judged by the strategies; the ones
+	// after it are inside the delay.
+	if r := e.get("/x"); r.status != 503 || r.degraded() != "exception; point=d" {
+		t.Fatalf("the tripping call: got %v, want 503 with Sds-Degraded \"exception; point=d\"", r)
+	}
+	if r := e.get("/x"); r.status != 503 || r.degraded() != "exception; point=d; delay" {
+		t.Fatalf("in the delay: got %v, want 503 with Sds-Degraded \"exception; point=d; delay\"", r)
+	}
+	e.proxy.waitLog(t, 0, wait, pointLog("delay started", "d"))
+	if p := e.point("d"); p.State != "delay" {
+		t.Errorf("/status state: got %q, want delay", p.State)
+	}
+	// A probe goes through after retryInterval; it succeeds, which ends
+	// the delay and clears the window.
+	var passedAt time.Time
+	if !eventually(wait, func() bool {
+		r := e.get("/x")
+		if r.degraded() == "" {
+			passedAt = time.Now()
+			return true
+		}
+		if r.degraded() != "exception; point=d; delay" {
+			t.Errorf("in the delay: got %v, want degraded with \"; delay\"", r)
+		}
+		return false
+	}) {
+		t.Fatalf("no probe passed within %v (retryInterval 300ms)", wait)
+	}
+	if d := passedAt.Sub(tripAt); d < 250*time.Millisecond || d > 2*time.Second {
+		t.Errorf("first probe passed %v after the trip, want about retryInterval (300ms)", d)
+	}
+	e.proxy.waitLog(t, 0, wait, pointLog("delay ended", "d"))
+	for range 3 {
+		if r := e.get("/x"); r.status != 200 || r.degraded() != "" {
+			t.Errorf("after the delay: got %v, want 200 (the window was cleared)", r)
+		}
+	}
+	if p := e.point("d"); p.State != "closed" || p.Window.Exceptions != 0 {
+		t.Errorf("/status after the delay: got %+v, want closed with no exceptions", p)
+	}
 }
 
 // TestHungUpstream checks that a call that never ends trips the timeout

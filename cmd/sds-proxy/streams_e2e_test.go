@@ -133,21 +133,7 @@ points:
 		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
 			t.Fatalf("got %d %q, want 200 text/event-stream", resp.StatusCode, ct)
 		}
-		br := bufio.NewReader(resp.Body)
-		var arrived []time.Duration
-		for i := 1; i <= 5; i++ {
-			line, err := br.ReadString('\n')
-			if err != nil || line != fmt.Sprintf("data: %d\n", i) {
-				t.Fatalf("event %d: got %q, %v", i, line, err)
-			}
-			arrived = append(arrived, time.Since(start))
-			if blank, _ := br.ReadString('\n'); blank != "\n" {
-				t.Fatalf("event %d: got %q after it, want a blank line", i, blank)
-			}
-		}
-		if rest, _ := io.ReadAll(br); len(rest) != 0 {
-			t.Errorf("after the last event: got %q, want the end", rest)
-		}
+		arrived := readEvents(t, resp.Body, 5, start)
 		t.Logf("SSE events arrived at %v", arrived)
 		// The events are sent 300ms apart: they arrive as sent, spread over
 		// the stream's 1.2s, not together at its end (a load that delays
@@ -198,6 +184,28 @@ points:
 			t.Errorf("close: got opcode %#x % x (%v), want a close 1000", op, payload, err)
 		}
 	})
+}
+
+// readEvents reads a stream of exactly n server-sent events, "data: 1"
+// to "data: n", and returns when each arrived, as time since start.
+func readEvents(t *testing.T, body io.Reader, n int, start time.Time) []time.Duration {
+	t.Helper()
+	br := bufio.NewReader(body)
+	var arrived []time.Duration
+	for i := 1; i <= n; i++ {
+		line, err := br.ReadString('\n')
+		if err != nil || line != fmt.Sprintf("data: %d\n", i) {
+			t.Fatalf("event %d: got %q, %v", i, line, err)
+		}
+		arrived = append(arrived, time.Since(start))
+		if blank, _ := br.ReadString('\n'); blank != "\n" {
+			t.Fatalf("event %d: got %q after it, want a blank line", i, blank)
+		}
+	}
+	if rest, _ := io.ReadAll(br); len(rest) != 0 {
+		t.Errorf("after the last event: got %q, want the end", rest)
+	}
+	return arrived
 }
 
 // TestLargeBody checks that a large response passes through intact.

@@ -73,48 +73,14 @@ func TestSuggestE2E(t *testing.T) {
 	// Record: 600 calls from 4 clients, about 3s at 20ms a call: longer
 	// than the 2s window.
 	const calls, workers = 600, 4
-	start := time.Now()
-	for _, r := range e.suggestLoad("/api/orders", calls, workers, nil) {
-		if r.status != http.StatusOK {
-			t.Fatalf("recording: %v", r)
-		}
-	}
-	t.Logf("recorded %d calls in %v", calls, time.Since(start).Round(time.Millisecond))
-	isAccess := func(s string) bool {
-		l := parseLog(s)
-		return l != nil && l["logger"] == "access" && l["msg"] == "request"
-	}
-	if !eventually(wait, func() bool { return e.proxy.stderr.count(0, isAccess) >= calls }) {
-		t.Fatalf("the proxy logged %d access lines, want %d", e.proxy.stderr.count(0, isAccess), calls)
-	}
-	logFile := filepath.Join(e.dir, "access.log")
-	if err := os.WriteFile(logFile, []byte(e.proxy.stderr.String()+"\na line that is no JSON\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	logFile := e.recordAccessLog(calls, workers)
 
 	block, stderr, code := runCLI(t, "suggest", "-access-log", logFile, "-config", e.config)
 	if code != 0 {
 		t.Fatalf("suggest: exit %d: %s", code, stderr)
 	}
 	t.Logf("suggest proposed:\n%s", block)
-	// 4 closed-loop clients: never more than 4 calls in flight, counted
-	// from each call's start, to the microsecond.
-	if m := regexp.MustCompile(`the most calls in flight at once \((\d+)\)`).FindStringSubmatch(block); m == nil {
-		t.Errorf("no in-flight figure in the block:\n%s", block)
-	} else if n, _ := strconv.Atoi(m[1]); n < 1 || n > workers {
-		t.Errorf("most calls in flight: got %d, want 1 to %d (the clients)", n, workers)
-	}
-	if !strings.Contains(block, fmt.Sprintf(": %d requests from", calls)) || !strings.Contains(block, "malformed: 1;") || !strings.Contains(block, "for a 2s window in 10 buckets") {
-		t.Errorf("the block's header does not count the malformed line or name the window:\n%s", block)
-	}
-	m := regexp.MustCompile(`(?m)^    timeoutThreshold: (\S+)`).FindStringSubmatch(block)
-	if m == nil {
-		t.Fatalf("no timeoutThreshold proposed:\n%s", block)
-	}
-	timeout, err := time.ParseDuration(m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
+	timeout := checkSuggested(t, block, calls, workers)
 
 	// Apply the block.
 	mark := e.proxy.stderr.mark()
@@ -141,7 +107,7 @@ func TestSuggestE2E(t *testing.T) {
 	if r := e.postForm(e.upstream+"/_control", url.Values{"latency": {slow.String()}}); r.status != http.StatusOK {
 		t.Fatalf("setting the upstream's latency: %v", r)
 	}
-	start = time.Now()
+	start := time.Now()
 	replies := e.suggestLoad("/api/orders", 100, 2*workers, func(r reply) bool { return r.degraded() != "" })
 	var trip *reply
 	for i := range replies {
@@ -158,6 +124,60 @@ func TestSuggestE2E(t *testing.T) {
 	if !strings.HasPrefix(trip.degraded(), "timeout; point=api") {
 		t.Errorf("the trip on the slow upstream: got %q, want timeout; point=api", trip.degraded())
 	}
+}
+
+// recordAccessLog sends GET /api/orders calls times from workers
+// closed-loop clients, each call answered 200, waits for the proxy to log
+// them, and writes its log with a malformed line added to access.log in
+// the test's directory, whose path it returns.
+func (e *env) recordAccessLog(calls, workers int) string {
+	t := e.t
+	t.Helper()
+	start := time.Now()
+	for _, r := range e.suggestLoad("/api/orders", calls, workers, nil) {
+		if r.status != http.StatusOK {
+			t.Fatalf("recording: %v", r)
+		}
+	}
+	t.Logf("recorded %d calls in %v", calls, time.Since(start).Round(time.Millisecond))
+	isAccess := func(s string) bool {
+		l := parseLog(s)
+		return l != nil && l["logger"] == "access" && l["msg"] == "request"
+	}
+	if !eventually(wait, func() bool { return e.proxy.stderr.count(0, isAccess) >= calls }) {
+		t.Fatalf("the proxy logged %d access lines, want %d", e.proxy.stderr.count(0, isAccess), calls)
+	}
+	logFile := filepath.Join(e.dir, "access.log")
+	if err := os.WriteFile(logFile, []byte(e.proxy.stderr.String()+"\na line that is no JSON\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return logFile
+}
+
+// checkSuggested checks the block suggest proposed from a log of calls by
+// workers closed-loop clients (with one malformed line, on a 2s window in
+// 10 buckets), and returns the timeoutThreshold it proposes.
+func checkSuggested(t *testing.T, block string, calls, workers int) time.Duration {
+	t.Helper()
+	// Closed-loop clients: never more calls in flight than clients,
+	// counted from each call's start, to the microsecond.
+	if m := regexp.MustCompile(`the most calls in flight at once \((\d+)\)`).FindStringSubmatch(block); m == nil {
+		t.Errorf("no in-flight figure in the block:\n%s", block)
+	} else if n, _ := strconv.Atoi(m[1]); n < 1 || n > workers {
+		t.Errorf("most calls in flight: got %d, want 1 to %d (the clients)", n, workers)
+	}
+	if !strings.Contains(block, fmt.Sprintf(": %d requests from", calls)) || !strings.Contains(block, "malformed: 1;") || !strings.Contains(block, "for a 2s window in 10 buckets") {
+		t.Errorf("the block's header does not count the malformed line or name the window:\n%s", block)
+	}
+	m := regexp.MustCompile(`(?m)^    timeoutThreshold: (\S+)`).FindStringSubmatch(block)
+	if m == nil {
+		t.Fatalf("no timeoutThreshold proposed:\n%s", block)
+	}
+	timeout, err := time.ParseDuration(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return timeout
 }
 
 // postForm POSTs form to url; a transport error fails the test.
