@@ -107,99 +107,106 @@ func TestInjectPassThrough(t *testing.T) {
 	}
 }
 
+// refusalDeployment is the head of a Deployment whose pod spec each
+// injectRefusals row completes.
+const refusalDeployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n"
+
+// injectRefusals are TestInjectRefusals' rows: an input inject must
+// refuse, the options it is injected with (only Legacy and the ports
+// are read, over injectTestOptions), and the refusal.
+var injectRefusals = []struct {
+	name, in string
+	o        Options
+	want     []string // each a line of the error, in order
+}{
+	{
+		name: "other image",
+		in:   "kind: ConfigMap\n---\n" + refusalDeployment + "      initContainers:\n        - {name: sds-proxy, image: registry.example/sds-proxy:0.9, restartPolicy: Always}\n      containers: [{name: app, image: app}]\n",
+		want: []string{`document 2 (Deployment web): it already has a container sds-proxy with image "registry.example/sds-proxy:0.9", not "registry.example/sds-proxy:1.0" (remove it to inject anew)`},
+	},
+	{
+		name: "hostNetwork",
+		in:   "apiVersion: v1\nkind: Pod\nmetadata: {name: agent}\nspec:\n  hostNetwork: true\n  containers: [{name: app, image: app}]\n",
+		want: []string{"document 1 (Pod agent): hostNetwork pods share the node's ports: the sidecar's 8080 and 9901 would collide across pods; inject only pods with their own network"},
+	},
+	{
+		name: "no containers",
+		in:   refusalDeployment + "      containers: []\n",
+		want: []string{"document 1 (Deployment web): the pod has no containers: nothing for the sidecar to stand in front of"},
+	},
+	{
+		name: "no template",
+		in:   "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec: {replicas: 1}\n",
+		want: []string{"document 1 (StatefulSet db): no pod spec to inject into"},
+	},
+	{
+		name: "malformed",
+		in:   "kind: ConfigMap\n---\nkind: Pod\nspec: [unclosed\n",
+		want: []string{"document 2: malformed YAML: yaml: line 3: did not find expected ',' or ']'"},
+	},
+	{
+		name: "port taken",
+		in:   refusalDeployment + "      containers:\n        - name: app\n          image: app\n          ports: [{containerPort: 8080}]\n",
+		want: []string{"document 1 (Deployment web): container app already uses port 8080, one of the sidecar's (8080, 9901): move the sidecar's with -proxy-port N or -admin-port N"},
+	},
+	{
+		name: "moved port taken",
+		in:   refusalDeployment + "      containers:\n        - name: app\n          image: app\n          ports: [{containerPort: 9902}]\n",
+		o:    Options{ProxyPort: 8081, AdminPort: 9902},
+		want: []string{"document 1 (Deployment web): container app already uses port 9902, one of the sidecar's (8081, 9902): move the sidecar's with -proxy-port N or -admin-port N"},
+	},
+	{
+		name: "sidecar already there on other ports",
+		in:   refusalDeployment + "      initContainers:\n        - name: sds-proxy\n          image: registry.example/sds-proxy:1.0\n          restartPolicy: Always\n          ports: [{name: proxy, containerPort: 8080}, {name: admin, containerPort: 9901}]\n      containers: [{name: app, image: app}]\n",
+		o:    Options{ProxyPort: 8081, AdminPort: 9902},
+		want: []string{"document 1 (Deployment web): it already has a container sds-proxy on ports 8080 and 9901, not 8081 and 9902 (remove it to inject anew)"},
+	},
+	{
+		name: "port name taken",
+		in:   refusalDeployment + "      containers:\n        - name: app\n          image: app\n          ports: [{name: admin, containerPort: 9090}]\n",
+		want: []string{`document 1 (Deployment web): container app already names a port "admin", as the sidecar does: port names are unique in a pod; rename it`},
+	},
+	{
+		name: "legacy sidecar already there",
+		in:   refusalDeployment + "      containers:\n        - {name: app, image: app}\n        - {name: sds-proxy, image: registry.example/sds-proxy:1.0}\n",
+		want: []string{"document 1 (Deployment web): it already has sds-proxy in containers; as a native sidecar it belongs in initContainers (remove it to inject anew)"},
+	},
+	{
+		name: "native sidecar already there",
+		in:   refusalDeployment + "      initContainers: [{name: sds-proxy, image: registry.example/sds-proxy:1.0, restartPolicy: Always}]\n      containers: [{name: app, image: app}]\n",
+		o:    Options{Legacy: true},
+		want: []string{"document 1 (Deployment web): it already has sds-proxy in initContainers; as a legacy sidecar (-legacy-sidecar) it belongs in containers (remove it to inject anew)"},
+	},
+	{
+		name: "other ConfigMap",
+		in:   refusalDeployment + "      containers: [{name: app, image: app}]\n      volumes: [{name: sds-config, configMap: {name: old}}]\n",
+		want: []string{"document 1 (Deployment web): it already has a volume sds-config that is not the ConfigMap sds-proxy (remove it to inject anew)"},
+	},
+	{
+		name: "other tmp volume",
+		in:   refusalDeployment + "      containers: [{name: app, image: app}]\n      volumes: [{name: sds-tmp, hostPath: {path: /tmp}}]\n",
+		want: []string{"document 1 (Deployment web): it already has a volume sds-tmp that is not an emptyDir (remove it to inject anew)"},
+	},
+	{
+		name: "volumes not a list",
+		in:   refusalDeployment + "      containers: [{name: app, image: app}]\n      volumes: {name: data}\n",
+		want: []string{"document 1 (Deployment web): its volumes is neither a list nor null"},
+	},
+	{
+		name: "every problem, List items named",
+		in:   "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n  spec: {hostNetwork: true, containers: [{name: app}]}\n- apiVersion: v1\n  kind: Pod\n  metadata: {generateName: b-}\n  spec: {containers: []}\n",
+		want: []string{
+			"document 1, item 1 (Pod a): hostNetwork pods share the node's ports: the sidecar's 8080 and 9901 would collide across pods; inject only pods with their own network",
+			"document 1, item 2 (Pod b-): the pod has no containers: nothing for the sidecar to stand in front of",
+		},
+	},
+}
+
 // TestInjectRefusals: what inject cannot inject is refused with the
 // document's index, kind and name, and nothing is written.
 func TestInjectRefusals(t *testing.T) {
 	t.Parallel()
-	const deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n"
-	tests := []struct {
-		name, in string
-		o        Options
-		want     []string // each a line of the error, in order
-	}{
-		{
-			name: "other image",
-			in:   "kind: ConfigMap\n---\n" + deployment + "      initContainers:\n        - {name: sds-proxy, image: registry.example/sds-proxy:0.9, restartPolicy: Always}\n      containers: [{name: app, image: app}]\n",
-			want: []string{`document 2 (Deployment web): it already has a container sds-proxy with image "registry.example/sds-proxy:0.9", not "registry.example/sds-proxy:1.0" (remove it to inject anew)`},
-		},
-		{
-			name: "hostNetwork",
-			in:   "apiVersion: v1\nkind: Pod\nmetadata: {name: agent}\nspec:\n  hostNetwork: true\n  containers: [{name: app, image: app}]\n",
-			want: []string{"document 1 (Pod agent): hostNetwork pods share the node's ports: the sidecar's 8080 and 9901 would collide across pods; inject only pods with their own network"},
-		},
-		{
-			name: "no containers",
-			in:   deployment + "      containers: []\n",
-			want: []string{"document 1 (Deployment web): the pod has no containers: nothing for the sidecar to stand in front of"},
-		},
-		{
-			name: "no template",
-			in:   "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec: {replicas: 1}\n",
-			want: []string{"document 1 (StatefulSet db): no pod spec to inject into"},
-		},
-		{
-			name: "malformed",
-			in:   "kind: ConfigMap\n---\nkind: Pod\nspec: [unclosed\n",
-			want: []string{"document 2: malformed YAML: yaml: line 3: did not find expected ',' or ']'"},
-		},
-		{
-			name: "port taken",
-			in:   deployment + "      containers:\n        - name: app\n          image: app\n          ports: [{containerPort: 8080}]\n",
-			want: []string{"document 1 (Deployment web): container app already uses port 8080, one of the sidecar's (8080, 9901): move the sidecar's with -proxy-port N or -admin-port N"},
-		},
-		{
-			name: "moved port taken",
-			in:   deployment + "      containers:\n        - name: app\n          image: app\n          ports: [{containerPort: 9902}]\n",
-			o:    Options{ProxyPort: 8081, AdminPort: 9902},
-			want: []string{"document 1 (Deployment web): container app already uses port 9902, one of the sidecar's (8081, 9902): move the sidecar's with -proxy-port N or -admin-port N"},
-		},
-		{
-			name: "sidecar already there on other ports",
-			in:   deployment + "      initContainers:\n        - name: sds-proxy\n          image: registry.example/sds-proxy:1.0\n          restartPolicy: Always\n          ports: [{name: proxy, containerPort: 8080}, {name: admin, containerPort: 9901}]\n      containers: [{name: app, image: app}]\n",
-			o:    Options{ProxyPort: 8081, AdminPort: 9902},
-			want: []string{"document 1 (Deployment web): it already has a container sds-proxy on ports 8080 and 9901, not 8081 and 9902 (remove it to inject anew)"},
-		},
-		{
-			name: "port name taken",
-			in:   deployment + "      containers:\n        - name: app\n          image: app\n          ports: [{name: admin, containerPort: 9090}]\n",
-			want: []string{`document 1 (Deployment web): container app already names a port "admin", as the sidecar does: port names are unique in a pod; rename it`},
-		},
-		{
-			name: "legacy sidecar already there",
-			in:   deployment + "      containers:\n        - {name: app, image: app}\n        - {name: sds-proxy, image: registry.example/sds-proxy:1.0}\n",
-			want: []string{"document 1 (Deployment web): it already has sds-proxy in containers; as a native sidecar it belongs in initContainers (remove it to inject anew)"},
-		},
-		{
-			name: "native sidecar already there",
-			in:   deployment + "      initContainers: [{name: sds-proxy, image: registry.example/sds-proxy:1.0, restartPolicy: Always}]\n      containers: [{name: app, image: app}]\n",
-			o:    Options{Legacy: true},
-			want: []string{"document 1 (Deployment web): it already has sds-proxy in initContainers; as a legacy sidecar (-legacy-sidecar) it belongs in containers (remove it to inject anew)"},
-		},
-		{
-			name: "other ConfigMap",
-			in:   deployment + "      containers: [{name: app, image: app}]\n      volumes: [{name: sds-config, configMap: {name: old}}]\n",
-			want: []string{"document 1 (Deployment web): it already has a volume sds-config that is not the ConfigMap sds-proxy (remove it to inject anew)"},
-		},
-		{
-			name: "other tmp volume",
-			in:   deployment + "      containers: [{name: app, image: app}]\n      volumes: [{name: sds-tmp, hostPath: {path: /tmp}}]\n",
-			want: []string{"document 1 (Deployment web): it already has a volume sds-tmp that is not an emptyDir (remove it to inject anew)"},
-		},
-		{
-			name: "volumes not a list",
-			in:   deployment + "      containers: [{name: app, image: app}]\n      volumes: {name: data}\n",
-			want: []string{"document 1 (Deployment web): its volumes is neither a list nor null"},
-		},
-		{
-			name: "every problem, List items named",
-			in:   "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: a}\n  spec: {hostNetwork: true, containers: [{name: app}]}\n- apiVersion: v1\n  kind: Pod\n  metadata: {generateName: b-}\n  spec: {containers: []}\n",
-			want: []string{
-				"document 1, item 1 (Pod a): hostNetwork pods share the node's ports: the sidecar's 8080 and 9901 would collide across pods; inject only pods with their own network",
-				"document 1, item 2 (Pod b-): the pod has no containers: nothing for the sidecar to stand in front of",
-			},
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range injectRefusals {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			o := injectTestOptions
