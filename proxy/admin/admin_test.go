@@ -212,16 +212,24 @@ func TestAdminStatus(t *testing.T) {
 		t.Errorf("GET /status: got Content-Type %q, want application/json", got)
 	}
 
+	assertJSON(t, body, wantTripStatus(f))
+
+	// HEAD answers the same headers and no body.
+	resp, body = f.get(t, http.MethodHead, "/status")
+	if resp.StatusCode != 200 || body != "" || resp.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("HEAD /status: got %d %q, Content-Type %q; want 200, no body, application/json",
+			resp.StatusCode, body, resp.Header.Get("Content-Type"))
+	}
+}
+
+// wantTripStatus is the /status document of tripFixture f.
+func wantTripStatus(f *adminFixture) string {
 	// The calls in flight at a trip are the limiter's to define (whether the
 	// tripped request counts itself); the admin port relays its figure.
 	tripInFlight := func(i int) string {
 		return strconv.FormatInt(f.h.Points()[i].Limiter().Snapshot(adminT0).LastTrip.InFlight, 10)
 	}
-	series := func(last string) string {
-		b := strings.Repeat(`{"visits":0,"degraded":0,"exceptions":0,"timeouts":0},`, 9)
-		return `{"bucketSeconds":1,"buckets":[` + b + last + `]}`
-	}
-	want := `{
+	return `{
 	  "now": "2026-03-01T12:00:00.5Z",
 	  "build": {"version": "v9.9.9-test", "goVersion": "` + runtime.Version() + `"},
 	  "events": [
@@ -248,7 +256,7 @@ func TestAdminStatus(t *testing.T) {
 	      "lastTrip": {"strategy": "visit", "at": "2026-03-01T12:00:00.5Z", "count": 3, "threshold": 2,
 	        "window": {"visits": 5, "degraded": 2, "exceptions": 0, "timeouts": 0}, "inFlight": ` + tripInFlight(0) + `},
 	      "thresholds": {"visitThreshold": 2, "downgradeRate": 100},
-	      "series": ` + series(`{"visits":5,"degraded":3,"exceptions":0,"timeouts":0}`) + `
+	      "series": ` + statusSeries(`{"visits":5,"degraded":3,"exceptions":0,"timeouts":0}`) + `
 	    },
 	    {
 	      "name": "q", "state": "shadow", "mode": "shadow",
@@ -272,7 +280,7 @@ func TestAdminStatus(t *testing.T) {
 	        "exceptionThreshold": 1, "exceptionRateThreshold": 50, "exceptionRateStart": 10,
 	        "tokenBucketGeneratedTokensInSecond": 10, "tokenBucketSize": 20, "downgradeRate": 90,
 	        "delayTime": "30s", "retryInterval": "2s", "pressureTestDowngrade": true},
-	      "series": ` + series(`{"visits":2,"degraded":1,"exceptions":1,"timeouts":0}`) + `
+	      "series": ` + statusSeries(`{"visits":2,"degraded":1,"exceptions":1,"timeouts":0}`) + `
 	    },
 	    {
 	      "name": "r", "state": "closed", "mode": "enforce",
@@ -280,18 +288,17 @@ func TestAdminStatus(t *testing.T) {
 	      "events": [],
 	      "window": {"visits": 0, "degraded": 0, "exceptions": 0, "timeouts": 0, "inFlight": 0},
 	      "thresholds": {"downgradeRate": 100},
-	      "series": ` + series(`{"visits":0,"degraded":0,"exceptions":0,"timeouts":0}`) + `
+	      "series": ` + statusSeries(`{"visits":0,"degraded":0,"exceptions":0,"timeouts":0}`) + `
 	    }
 	  ]
 	}`
-	assertJSON(t, body, want)
+}
 
-	// HEAD answers the same headers and no body.
-	resp, body = f.get(t, http.MethodHead, "/status")
-	if resp.StatusCode != 200 || body != "" || resp.Header.Get("Content-Type") != "application/json" {
-		t.Errorf("HEAD /status: got %d %q, Content-Type %q; want 200, no body, application/json",
-			resp.StatusCode, body, resp.Header.Get("Content-Type"))
-	}
+// statusSeries is a point's /status series of ten 1s buckets: nine empty,
+// then last.
+func statusSeries(last string) string {
+	b := strings.Repeat(`{"visits":0,"degraded":0,"exceptions":0,"timeouts":0},`, 9)
+	return `{"bucketSeconds":1,"buckets":[` + b + last + `]}`
 }
 
 // assertJSON compares two JSON documents as values.

@@ -29,6 +29,30 @@ func (s snapshots) Snapshots(now time.Time) iter.Seq[limiter.Snapshot] {
 	}
 }
 
+// clusterStatusDoc is what TestStatusCluster reads of /status.
+type clusterStatusDoc struct {
+	Cluster *struct {
+		Up        bool   `json:"up"`
+		LastError string `json:"lastError"`
+		Replicas  int64  `json:"replicas"`
+		Timeout   string `json:"timeout"`
+	} `json:"cluster"`
+	Points []struct {
+		Name       string `json:"name"`
+		Strategies []struct {
+			Strategy  string `json:"strategy"`
+			Count     int64  `json:"count"`
+			Threshold int64  `json:"threshold"`
+			Trips     bool   `json:"trips"`
+		} `json:"strategies"`
+		Cluster *struct {
+			Shared bool  `json:"shared"`
+			Level  int64 `json:"level"`
+			Size   int64 `json:"size"`
+		} `json:"cluster"`
+	} `json:"points"`
+}
+
 // TestStatusCluster: /status shows the Redis connection, and for a point
 // with a shared bucket its level as this proxy sees it, as an object and
 // as a strategy reading after the limiter's (from the shared level while
@@ -60,28 +84,7 @@ func TestStatusCluster(t *testing.T) {
 				Cluster: func(time.Time) cluster.Status { return tc.st }})
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/status", nil))
-			var doc struct {
-				Cluster *struct {
-					Up        bool   `json:"up"`
-					LastError string `json:"lastError"`
-					Replicas  int64  `json:"replicas"`
-					Timeout   string `json:"timeout"`
-				} `json:"cluster"`
-				Points []struct {
-					Name       string `json:"name"`
-					Strategies []struct {
-						Strategy  string `json:"strategy"`
-						Count     int64  `json:"count"`
-						Threshold int64  `json:"threshold"`
-						Trips     bool   `json:"trips"`
-					} `json:"strategies"`
-					Cluster *struct {
-						Shared bool  `json:"shared"`
-						Level  int64 `json:"level"`
-						Size   int64 `json:"size"`
-					} `json:"cluster"`
-				} `json:"points"`
-			}
+			var doc clusterStatusDoc
 			if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
 				t.Fatalf("%v: %s", err, rec.Body)
 			}
@@ -90,10 +93,10 @@ func TestStatusCluster(t *testing.T) {
 			}
 			pa, pb := doc.Points[0], doc.Points[1]
 			if pa.Cluster == nil || pa.Cluster.Shared != tc.st.Buckets[0].Shared || pa.Cluster.Size != 100 {
-				t.Errorf("point a's cluster: got %+v", pa.Cluster)
+				t.Errorf("point a's cluster: got %+v, want shared %v, size 100", pa.Cluster, tc.st.Buckets[0].Shared)
 			}
 			if pb.Cluster != nil {
-				t.Errorf("point b has no shared bucket, got %+v", pb.Cluster)
+				t.Errorf("point b's cluster: got %+v, want none (it has no shared bucket)", pb.Cluster)
 			}
 			if n := len(pa.Strategies); n != 2 || pa.Strategies[0].Strategy != "visit" {
 				t.Fatalf("point a's strategies: got %+v, want visit then cluster_token_bucket", pa.Strategies)

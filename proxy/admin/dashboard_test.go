@@ -70,198 +70,25 @@ func TestAdminDashboardPage(t *testing.T) {
 	}
 }
 
+// evilName is a point name that is markup: the dashboard must show it as
+// text.
+const evilName = `q<img src=x onerror=alert(1)>`
+
 // TestAdminDashboardChromium renders the dashboard in headless Chromium
 // against a live admin port over a real Handler and reads the DOM it built.
 func TestAdminDashboardChromium(t *testing.T) {
 	needChromium(t)
-	const evil = `q<img src=x onerror=alert(1)>`
-
-	t.Run("states", func(t *testing.T) {
-		f := newAdminFixture(t,
-			adminPoint{name: "orders.open", path: "/open", settings: func(s *limiter.Settings) { s.VisitThreshold = limiter.At(20) }},
-			adminPoint{name: "orders.delay", path: "/delay", settings: func(s *limiter.Settings) {
-				s.ExceptionThreshold = limiter.At(1)
-				s.DelayTime, s.RetryInterval = 30*time.Second, 2*time.Second
-			}},
-			adminPoint{name: "orders.shadow", path: "/shadow", settings: func(s *limiter.Settings) {
-				s.Shadow = true
-				s.VisitThreshold = limiter.At(20)
-			}},
-			adminPoint{name: "orders.closed", path: "/closed", settings: func(s *limiter.Settings) { s.VisitThreshold = limiter.At(100) }},
-			adminPoint{name: evil, path: "/evil"},
-		)
-		for range 25 {
-			f.send(t, "/open")
-			f.send(t, "/shadow")
-		}
-		for range 3 {
-			f.send(t, "/closed")
-		}
-		f.send(t, "/evil")
-		f.tripOnException(t, "/delay")
-		// The trip of orders.open as /status reports it: the timeline must
-		// show that entry.
-		_, body := f.get(t, http.MethodGet, "/status")
-		var doc struct {
-			Events []struct{ Kind, Point, Detail string }
-		}
-		if err := json.Unmarshal([]byte(body), &doc); err != nil {
-			t.Fatalf("GET /status: %v", err)
-		}
-		tripDetail := ""
-		for _, e := range doc.Events {
-			if e.Kind == "trip" && e.Point == "orders.open" {
-				tripDetail = e.Detail
-			}
-		}
-		if tripDetail == "" {
-			t.Fatalf("GET /status: no trip event of orders.open in %s", body)
-		}
-
-		dom := dumpDOM(t, f.srv.URL+"/")
-		for _, want := range []string{
-			`<span id="conn" class="badge conn-live">live</span>`,
-			`<span id="build" class="muted">v9.9.9-test · go`,
-			`<span id="updated" class="muted">as of 12:00:00</span>`,
-			`<code id="cfg-hash" title="` + f.status.Hash + `">` + f.status.Hash[:12] + `</code>`,
-			// The legend: every state by colour class and by word.
-			`<span class="badge state-closed">closed</span>`, `<span class="badge state-open">open</span>`,
-			`<span class="badge state-delay">delay</span>`, `<span class="badge state-shadow">shadow</span>`,
-			// The summary counts each state.
-			`>2 closed</button>`, `>1 open</button>`, `>1 delay</button>`, `>1 shadow</button>`,
-			// The global timeline lists the trip, and marks it on the axis.
-			`<time class="num">12:00:00</time><span class="ev ev-trip">trip</span><span>orders.open</span><span class="muted">` +
-				html.EscapeString(tripDetail) + `</span></li>`,
-			`<rect class="mark mk-trip"`,
-			`<span class="ev ev-shadow-trip">shadow trip</span><span>orders.shadow</span>`,
-		} {
-			if !strings.Contains(dom, want) {
-				t.Errorf("dashboard DOM lacks %q", want)
-			}
-		}
-
-		for _, tc := range []struct {
-			name  string
-			wants []string
-		}{
-			{"orders.open", []string{
-				`<article class="card" data-state="open" data-mode="enforce"`,
-				`<span class="badge state state-open">open</span>`,
-				`<div class="why why-open"><span class="badge mode mode-enforce"></span><span>degrading: visit 20 / 20</span></div>`,
-				`<div class="strat trips" data-strategy="visit" title="visit: 20 / 20, the next request would fail it">`,
-				`<span class="ratio">20 / 20</span>`,
-				`10s window: 25&nbsp;visits, 5&nbsp;degraded, 0&nbsp;in&nbsp;flight`,
-				`<figcaption>passed 20 / 20</figcaption>`,
-				`<li data-kind="trip"`, `<span class="ev ev-trip">trip</span> ` + html.EscapeString(tripDetail) + `</li>`,
-				`visitThreshold</dt><dd>20</dd>`,
-			}},
-			{"orders.delay", []string{
-				`<article class="card" data-state="delay" data-mode="enforce"`,
-				`<span class="badge state state-delay">delay</span>`,
-				`<span>delay after exception, until 12:00:30, next probe in 2s</span>`,
-				`<span class="ratio">1 / 1</span>`,
-				`<span class="ev ev-delay_start">delay start</span>`,
-			}},
-			{"orders.shadow", []string{
-				`<article class="card" data-state="shadow" data-mode="shadow"`,
-				`<span class="badge state state-shadow">shadow</span>`,
-				`<div class="why why-shadow"><span class="badge mode mode-shadow" title="shadow mode: would-be degradations are counted and shown, nothing is degraded">shadow mode</span><span>would degrade: visit 20 / 20 (nothing degraded)</span></div>`,
-				`<span class="ratio">20 / 20</span>`,
-				`<span class="ev ev-shadow-trip">shadow trip</span>`,
-			}},
-			{"orders.closed", []string{
-				`<article class="card" data-state="closed" data-mode="enforce"`,
-				`<span class="badge state state-closed">closed</span>`,
-				`<div class="strat" data-strategy="visit" title="visit: 3 / 100">`,
-				`<span class="ratio">3 / 100</span>`,
-				`<figcaption>passed 3 / 100</figcaption>`,
-			}},
-			{evil, []string{
-				`<span class="badge state state-closed">closed</span>`,
-				`no strategy enabled: always closed`,
-			}},
-		} {
-			card := cardHTML(t, dom, tc.name)
-			for _, want := range tc.wants {
-				if !strings.Contains(card, want) {
-					t.Errorf("card %q lacks %q", tc.name, want)
-				}
-			}
-			if tc.name != "orders.open" && strings.Contains(card, "state-open") {
-				t.Errorf("card %q is drawn open", tc.name)
-			}
-		}
-		if strings.Contains(dom, "<img") {
-			t.Errorf("dashboard DOM has an <img> element: a point name was parsed as markup")
-		}
-		for _, series := range []string{"visits", "degraded", "exceptions", "timeouts"} {
-			if got := strings.Count(dom, `data-series="`+series+`"`); got != 5 {
-				t.Errorf("dashboard DOM: got %d %s charts, want 5 (one per point)", got, series)
-			}
-		}
-		if t.Failed() {
-			t.Logf("DOM:\n%s", dom)
-		}
-	})
+	t.Run("states", dashboardStates)
 
 	// A point whose only setting is pressureTestDowngrade is closed, yet
 	// not "always closed": its pressure-test traffic is degraded.
-	t.Run("pressure test only", func(t *testing.T) {
-		f := newAdminFixture(t,
-			adminPoint{name: "orders.pressure", path: "/pressure", settings: func(s *limiter.Settings) { s.PressureTestDowngrade = true }},
-			adminPoint{name: "orders.pressure-shadow", path: "/pressure-shadow", settings: func(s *limiter.Settings) {
-				s.PressureTestDowngrade, s.Shadow = true, true
-			}},
-			adminPoint{name: "orders.plain", path: "/plain"},
-		)
-		dom := dumpDOM(t, f.srv.URL+"/")
-		for _, tc := range []struct{ name, want string }{
-			{"orders.pressure", `<div class="nostrat muted">only pressureTestDowngrade: pressure-test traffic is degraded, other requests pass</div>`},
-			{"orders.pressure-shadow", `<div class="nostrat muted">only pressureTestDowngrade: pressure-test traffic would be degraded (nothing degraded), other requests pass</div>`},
-			{"orders.plain", `<div class="nostrat muted">no strategy enabled: always closed</div>`},
-		} {
-			if card := cardHTML(t, dom, tc.name); !strings.Contains(card, tc.want) {
-				t.Errorf("card %q: got\n%s\nwant it to contain %q", tc.name, card, tc.want)
-			}
-		}
-	})
+	t.Run("pressure test only", dashboardPressureOnly)
 
 	// A storm's repeats fold into one event each (events.FoldWithin): the
 	// card lists its events by when each last happened, so a trip that
 	// began 20 minutes ago and still repeats stays on it, and each says how
 	// often and when last; the sparkline counts every trip.
-	t.Run("repeats", func(t *testing.T) {
-		f := newAdminFixture(t, adminPoint{name: "orders.storm", path: "/storm", settings: func(s *limiter.Settings) { s.VisitThreshold = limiter.At(20) }})
-		ago := func(d time.Duration) time.Time { return adminT0.Add(-d) }
-		feed := []events.Event{
-			{At: ago(14 * time.Minute), Kind: events.Probe, Strategy: "visit"},
-			{At: ago(13 * time.Minute), Kind: events.DelayStart, Strategy: "visit", Detail: "for 30s"},
-			{At: ago(12 * time.Minute), Kind: events.DelayEnd, Detail: "probe passed"},
-			{At: ago(11*time.Minute + 50*time.Second), Kind: events.Recover, Detail: "a request passed"},
-		}
-		for d := 20 * time.Minute; d >= 30*time.Second; d -= 30 * time.Second { // 40 trips
-			feed = append(feed, events.Event{At: ago(d), Kind: events.Trip, Strategy: "visit", Detail: "visit 21 > 20"})
-		}
-		for d := 5 * time.Minute; d >= 10*time.Second; d -= 10 * time.Second { // 30 failed probes
-			feed = append(feed, events.Event{At: ago(d), Kind: events.ProbeFailed, Strategy: "visit", Detail: "timeout"})
-		}
-		slices.SortStableFunc(feed, func(a, b events.Event) int { return a.At.Compare(b.At) })
-		for _, e := range feed {
-			e.Point = "orders.storm"
-			f.events.Add(e)
-		}
-		f.events.Flush(adminT0)
-		card := cardHTML(t, dumpDOM(t, f.srv.URL+"/"), "orders.storm")
-		for _, want := range []string{
-			`<span class="ev ev-trip">trip</span> visit 21 &gt; 20 (flapping: 40 trips, last 11:59:30)</li>`,
-			`timeout (30 times, last 11:59:50)</li>`,
-			`· 40 trips since 11:40:00`,
-		} {
-			if !strings.Contains(card, want) {
-				t.Errorf("card: got\n%s\nwant it to contain %q", card, want)
-			}
-		}
-	})
+	t.Run("repeats", dashboardRepeats)
 
 	t.Run("no points", func(t *testing.T) {
 		f := newAdminFixture(t)
@@ -289,6 +116,205 @@ func TestAdminDashboardChromium(t *testing.T) {
 			t.Errorf("dashboard DOM with /status failing: want the disconnected badge:\n%s", dom)
 		}
 	})
+}
+
+// dashboardStates: a point in each state, and one named with markup; the
+// page's header, legend, summary and timeline, and each card.
+func dashboardStates(t *testing.T) {
+	f := newAdminFixture(t,
+		adminPoint{name: "orders.open", path: "/open", settings: func(s *limiter.Settings) { s.VisitThreshold = limiter.At(20) }},
+		adminPoint{name: "orders.delay", path: "/delay", settings: func(s *limiter.Settings) {
+			s.ExceptionThreshold = limiter.At(1)
+			s.DelayTime, s.RetryInterval = 30*time.Second, 2*time.Second
+		}},
+		adminPoint{name: "orders.shadow", path: "/shadow", settings: func(s *limiter.Settings) {
+			s.Shadow = true
+			s.VisitThreshold = limiter.At(20)
+		}},
+		adminPoint{name: "orders.closed", path: "/closed", settings: func(s *limiter.Settings) { s.VisitThreshold = limiter.At(100) }},
+		adminPoint{name: evilName, path: "/evil"},
+	)
+	for range 25 {
+		f.send(t, "/open")
+		f.send(t, "/shadow")
+	}
+	for range 3 {
+		f.send(t, "/closed")
+	}
+	f.send(t, "/evil")
+	f.tripOnException(t, "/delay")
+	tripDetail := openTripDetail(t, f)
+
+	dom := dumpDOM(t, f.srv.URL+"/")
+	for _, want := range []string{
+		`<span id="conn" class="badge conn-live">live</span>`,
+		`<span id="build" class="muted">v9.9.9-test · go`,
+		`<span id="updated" class="muted">as of 12:00:00</span>`,
+		`<code id="cfg-hash" title="` + f.status.Hash + `">` + f.status.Hash[:12] + `</code>`,
+		// The legend: every state by colour class and by word.
+		`<span class="badge state-closed">closed</span>`, `<span class="badge state-open">open</span>`,
+		`<span class="badge state-delay">delay</span>`, `<span class="badge state-shadow">shadow</span>`,
+		// The summary counts each state.
+		`>2 closed</button>`, `>1 open</button>`, `>1 delay</button>`, `>1 shadow</button>`,
+		// The global timeline lists the trip, and marks it on the axis.
+		`<time class="num">12:00:00</time><span class="ev ev-trip">trip</span><span>orders.open</span><span class="muted">` +
+			html.EscapeString(tripDetail) + `</span></li>`,
+		`<rect class="mark mk-trip"`,
+		`<span class="ev ev-shadow-trip">shadow trip</span><span>orders.shadow</span>`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("dashboard DOM lacks %q", want)
+		}
+	}
+
+	checkStateCards(t, dom, tripDetail)
+	if strings.Contains(dom, "<img") {
+		t.Errorf("dashboard DOM has an <img> element: a point name was parsed as markup")
+	}
+	for _, series := range []string{"visits", "degraded", "exceptions", "timeouts"} {
+		if got := strings.Count(dom, `data-series="`+series+`"`); got != 5 {
+			t.Errorf("dashboard DOM: got %d %s charts, want 5 (one per point)", got, series)
+		}
+	}
+	if t.Failed() {
+		t.Logf("DOM:\n%s", dom)
+	}
+}
+
+// openTripDetail returns the detail of the trip of orders.open as /status
+// reports it: the timeline must show that entry.
+func openTripDetail(t *testing.T, f *adminFixture) string {
+	t.Helper()
+	_, body := f.get(t, http.MethodGet, "/status")
+	var doc struct {
+		Events []struct{ Kind, Point, Detail string }
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("GET /status: %v", err)
+	}
+	tripDetail := ""
+	for _, e := range doc.Events {
+		if e.Kind == "trip" && e.Point == "orders.open" {
+			tripDetail = e.Detail
+		}
+	}
+	if tripDetail == "" {
+		t.Fatalf("GET /status: no trip event of orders.open in %s", body)
+	}
+	return tripDetail
+}
+
+// checkStateCards checks the card of each point of dashboardStates.
+func checkStateCards(t *testing.T, dom, tripDetail string) {
+	t.Helper()
+	for _, tc := range []struct {
+		name  string
+		wants []string
+	}{
+		{"orders.open", []string{
+			`<article class="card" data-state="open" data-mode="enforce"`,
+			`<span class="badge state state-open">open</span>`,
+			`<div class="why why-open"><span class="badge mode mode-enforce"></span><span>degrading: visit 20 / 20</span></div>`,
+			`<div class="strat trips" data-strategy="visit" title="visit: 20 / 20, the next request would fail it">`,
+			`<span class="ratio">20 / 20</span>`,
+			`10s window: 25&nbsp;visits, 5&nbsp;degraded, 0&nbsp;in&nbsp;flight`,
+			`<figcaption>passed 20 / 20</figcaption>`,
+			`<li data-kind="trip"`, `<span class="ev ev-trip">trip</span> ` + html.EscapeString(tripDetail) + `</li>`,
+			`visitThreshold</dt><dd>20</dd>`,
+		}},
+		{"orders.delay", []string{
+			`<article class="card" data-state="delay" data-mode="enforce"`,
+			`<span class="badge state state-delay">delay</span>`,
+			`<span>delay after exception, until 12:00:30, next probe in 2s</span>`,
+			`<span class="ratio">1 / 1</span>`,
+			`<span class="ev ev-delay_start">delay start</span>`,
+		}},
+		{"orders.shadow", []string{
+			`<article class="card" data-state="shadow" data-mode="shadow"`,
+			`<span class="badge state state-shadow">shadow</span>`,
+			`<div class="why why-shadow"><span class="badge mode mode-shadow" title="shadow mode: would-be degradations are counted and shown, nothing is degraded">shadow mode</span><span>would degrade: visit 20 / 20 (nothing degraded)</span></div>`,
+			`<span class="ratio">20 / 20</span>`,
+			`<span class="ev ev-shadow-trip">shadow trip</span>`,
+		}},
+		{"orders.closed", []string{
+			`<article class="card" data-state="closed" data-mode="enforce"`,
+			`<span class="badge state state-closed">closed</span>`,
+			`<div class="strat" data-strategy="visit" title="visit: 3 / 100">`,
+			`<span class="ratio">3 / 100</span>`,
+			`<figcaption>passed 3 / 100</figcaption>`,
+		}},
+		{evilName, []string{
+			`<span class="badge state state-closed">closed</span>`,
+			`no strategy enabled: always closed`,
+		}},
+	} {
+		card := cardHTML(t, dom, tc.name)
+		for _, want := range tc.wants {
+			if !strings.Contains(card, want) {
+				t.Errorf("card %q lacks %q", tc.name, want)
+			}
+		}
+		if tc.name != "orders.open" && strings.Contains(card, "state-open") {
+			t.Errorf("card %q is drawn open", tc.name)
+		}
+	}
+}
+
+// dashboardPressureOnly: a point whose only setting is
+// pressureTestDowngrade is closed, yet not "always closed".
+func dashboardPressureOnly(t *testing.T) {
+	f := newAdminFixture(t,
+		adminPoint{name: "orders.pressure", path: "/pressure", settings: func(s *limiter.Settings) { s.PressureTestDowngrade = true }},
+		adminPoint{name: "orders.pressure-shadow", path: "/pressure-shadow", settings: func(s *limiter.Settings) {
+			s.PressureTestDowngrade, s.Shadow = true, true
+		}},
+		adminPoint{name: "orders.plain", path: "/plain"},
+	)
+	dom := dumpDOM(t, f.srv.URL+"/")
+	for _, tc := range []struct{ name, want string }{
+		{"orders.pressure", `<div class="nostrat muted">only pressureTestDowngrade: pressure-test traffic is degraded, other requests pass</div>`},
+		{"orders.pressure-shadow", `<div class="nostrat muted">only pressureTestDowngrade: pressure-test traffic would be degraded (nothing degraded), other requests pass</div>`},
+		{"orders.plain", `<div class="nostrat muted">no strategy enabled: always closed</div>`},
+	} {
+		if card := cardHTML(t, dom, tc.name); !strings.Contains(card, tc.want) {
+			t.Errorf("card %q: got\n%s\nwant it to contain %q", tc.name, card, tc.want)
+		}
+	}
+}
+
+// dashboardRepeats: a storm's repeats fold into one event each on the
+// card.
+func dashboardRepeats(t *testing.T) {
+	f := newAdminFixture(t, adminPoint{name: "orders.storm", path: "/storm", settings: func(s *limiter.Settings) { s.VisitThreshold = limiter.At(20) }})
+	ago := func(d time.Duration) time.Time { return adminT0.Add(-d) }
+	feed := []events.Event{
+		{At: ago(14 * time.Minute), Kind: events.Probe, Strategy: "visit"},
+		{At: ago(13 * time.Minute), Kind: events.DelayStart, Strategy: "visit", Detail: "for 30s"},
+		{At: ago(12 * time.Minute), Kind: events.DelayEnd, Detail: "probe passed"},
+		{At: ago(11*time.Minute + 50*time.Second), Kind: events.Recover, Detail: "a request passed"},
+	}
+	for d := 20 * time.Minute; d >= 30*time.Second; d -= 30 * time.Second { // 40 trips
+		feed = append(feed, events.Event{At: ago(d), Kind: events.Trip, Strategy: "visit", Detail: "visit 21 > 20"})
+	}
+	for d := 5 * time.Minute; d >= 10*time.Second; d -= 10 * time.Second { // 30 failed probes
+		feed = append(feed, events.Event{At: ago(d), Kind: events.ProbeFailed, Strategy: "visit", Detail: "timeout"})
+	}
+	slices.SortStableFunc(feed, func(a, b events.Event) int { return a.At.Compare(b.At) })
+	for _, e := range feed {
+		e.Point = "orders.storm"
+		f.events.Add(e)
+	}
+	f.events.Flush(adminT0)
+	card := cardHTML(t, dumpDOM(t, f.srv.URL+"/"), "orders.storm")
+	for _, want := range []string{
+		`<span class="ev ev-trip">trip</span> visit 21 &gt; 20 (flapping: 40 trips, last 11:59:30)</li>`,
+		`timeout (30 times, last 11:59:50)</li>`,
+		`· 40 trips since 11:40:00`,
+	} {
+		if !strings.Contains(card, want) {
+			t.Errorf("card: got\n%s\nwant it to contain %q", card, want)
+		}
+	}
 }
 
 // tripOnException sends GET path/fail, a 500 from the fixture's upstream,
@@ -626,15 +652,36 @@ func (c *adminClock) set(t time.Time) {
 	c.t = t
 }
 
+// flapping matches a folded trip in the event list.
+var flapping = regexp.MustCompile(`\(flapping: \d+ trips, last \d\d:\d\d:\d\d\)`)
+
+// states returns the names of the board's points in the order of
+// its /status, and the state of each.
+func (b *simBoard) states(t *testing.T) (all []string, stateOf map[string]string) {
+	t.Helper()
+	b.mu.Lock()
+	_, body := b.f.get(t, http.MethodGet, "/status")
+	b.mu.Unlock()
+	var doc struct {
+		Points []struct{ Name, State string }
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("GET /status: %v", err)
+	}
+	stateOf = make(map[string]string)
+	for _, p := range doc.Points {
+		all = append(all, p.Name)
+		stateOf[p.Name] = p.State
+	}
+	return all, stateOf
+}
+
 // TestDashboardBoard renders a board of 200 points on a real Handler, 10
 // simulated minutes of traffic, trips, delays, probes and reloads: it saves
 // screenshots of it healthy (at 5 minutes) and tripped (at 10), and reads
 // the filter and sort from the DOM. The screenshots go to the test's
 // temporary folder, or to docs/ (the README's pictures) with
 // SDS_UPDATE_SCREENSHOTS=1.
-// flapping matches a folded trip in the event list.
-var flapping = regexp.MustCompile(`\(flapping: \d+ trips, last \d\d:\d\d:\d\d\)`)
-
 func TestDashboardBoard(t *testing.T) {
 	needChromium(t)
 	dir := t.TempDir()
@@ -653,21 +700,7 @@ func TestDashboardBoard(t *testing.T) {
 	screenshot(t, 30*time.Second, srv.URL+"/#sort=severity", dir, "dashboard-tripped.png")
 	b.play(t, 0, 10*time.Minute)
 
-	b.mu.Lock()
-	_, body := b.f.get(t, http.MethodGet, "/status")
-	b.mu.Unlock()
-	var doc struct {
-		Points []struct{ Name, State string }
-	}
-	if err := json.Unmarshal([]byte(body), &doc); err != nil {
-		t.Fatalf("GET /status: %v", err)
-	}
-	var all []string
-	stateOf := make(map[string]string)
-	for _, p := range doc.Points {
-		all = append(all, p.Name)
-		stateOf[p.Name] = p.State
-	}
+	all, stateOf := b.states(t)
 	inState := func(states ...string) []string {
 		var names []string
 		for _, state := range states {

@@ -210,17 +210,13 @@ const measureLabels = `new Promise(function (resolve) {
   })();
 })`
 
-// TestDashboardLayout renders the dashboard in headless Chromium at a
-// wide window and at the width that makes its cards narrowest (three
-// columns of 255px, their minimum, at 813px), with points that show every
-// strategy label the limiter has (the shared bucket's needs Redis: it is
-// shorter than the longest here), and checks that no label is cut: each
-// label element's text fits its box (scrollWidth <= clientWidth). It then
-// reads the event list, which must be newest first, by time, when a
-// recovery entered the history after a later trip (events.FlapHold).
-func TestDashboardLayout(t *testing.T) {
-	needChromium(t)
-	f := newAdminFixture(t,
+// layoutFixture is TestDashboardLayout's admin port: points that show
+// every strategy label, one of them in its recovery ramp, and a recovery
+// that entered the history after a later trip. at(s) is the instant s
+// seconds into the ramp.
+func layoutFixture(t *testing.T) (f *adminFixture, at func(s int) time.Time) {
+	t.Helper()
+	f = newAdminFixture(t,
 		adminPoint{name: "orders.read", path: "/read", settings: func(s *limiter.Settings) {
 			s.VisitThreshold = limiter.At(1000)
 			s.ConcurrentThreshold = limiter.At(1000)
@@ -248,13 +244,19 @@ func TestDashboardLayout(t *testing.T) {
 
 	// Point a recovers at :43 and point b trips at :44, before a's
 	// recovery has been held back for FlapHold and enters the history.
-	at := func(s int) time.Time { return ramp.Add(time.Duration(s) * time.Second) }
+	at = func(s int) time.Time { return ramp.Add(time.Duration(s) * time.Second) }
 	f.events.Add(events.Event{At: at(42), Kind: events.Trip, Point: "a", Strategy: "visit", Detail: "visit 5 / 5"})
 	f.events.Add(events.Event{At: at(43), Kind: events.Recover, Point: "a"})
 	f.events.Add(events.Event{At: at(44), Kind: events.Trip, Point: "b", Strategy: "visit", Detail: "visit 5 / 5"})
 	f.events.Flush(at(46))
 	f.clock.set(at(47))
+	return f, at
+}
 
+// checkLayoutStatus checks that f's /status lists its events oldest first
+// and shows every strategy label, and returns how many points it has.
+func checkLayoutStatus(t *testing.T, f *adminFixture) int {
+	t.Helper()
 	type event struct {
 		At          time.Time
 		Kind, Point string
@@ -285,9 +287,24 @@ func TestDashboardLayout(t *testing.T) {
 			t.Fatalf("/status: no point shows the strategy %s (got %q); the fixture must show every label", want, strategies)
 		}
 	}
+	return len(status.Points)
+}
+
+// TestDashboardLayout renders the dashboard in headless Chromium at a
+// wide window and at the width that makes its cards narrowest (three
+// columns of 255px, their minimum, at 813px), with points that show every
+// strategy label the limiter has (the shared bucket's needs Redis: it is
+// shorter than the longest here), and checks that no label is cut: each
+// label element's text fits its box (scrollWidth <= clientWidth). It then
+// reads the event list, which must be newest first, by time, when a
+// recovery entered the history after a later trip (events.FlapHold).
+func TestDashboardLayout(t *testing.T) {
+	needChromium(t)
+	f, at := layoutFixture(t)
+	cards := checkLayoutStatus(t, f)
 
 	b := newBrowser(t)
-	expr := strings.NewReplacer("SELECTORS", mustJSON(t, dashboardLabels), "CARDS", fmt.Sprint(len(status.Points))).Replace(measureLabels)
+	expr := strings.NewReplacer("SELECTORS", mustJSON(t, dashboardLabels), "CARDS", fmt.Sprint(cards)).Replace(measureLabels)
 	for _, width := range []int{1400, 813} {
 		b.open(f.srv.URL+"/", width, 3000)
 		var got struct {
