@@ -91,6 +91,14 @@ func TestForceE2ENoTokenFile(t *testing.T) {
 	}
 }
 
+// forceConfig is TestForceE2ESwitches' config: the admin token in the file
+// token, p under a threshold it never reaches and q under qThreshold.
+func forceConfig(upstream, qThreshold string) string {
+	return configHeader(upstream, "10s", 10) + "adminTokenFile: token\n" +
+		"routes:\n  - point: p\n    match: {pathPrefix: /p}\n  - point: q\n    match: {}\n" +
+		"points:\n  p:\n    visitThreshold: 1000\n  q:\n    visitThreshold: " + qThreshold + "\n"
+}
+
 // The switches with the real binary: 401 without the token, a degrade
 // switch seen by requests, /status and `sds-proxy status`, kept by a
 // reload, a pass switch over a point that degrades everything, clear, and
@@ -103,15 +111,40 @@ func TestForceE2ESwitches(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	body := func(qThreshold string) string {
-		return configHeader(e.upstream, "10s", 10) + "adminTokenFile: token\n" +
-			"routes:\n  - point: p\n    match: {pathPrefix: /p}\n  - point: q\n    match: {}\n" +
-			"points:\n  p:\n    visitThreshold: 1000\n  q:\n    visitThreshold: " + qThreshold + "\n"
-	}
 	e.config = filepath.Join(e.dir, "sds.yaml")
-	e.write(e.config, body("0"))
+	e.write(e.config, forceConfig(e.upstream, "0"))
 	e.proxy = startProxy(t, e.config)
 
+	forceUnauthorized(t, e, token)
+	sw := forceDegrade(t, e, tokenFile)
+
+	// A reload that changes q keeps p's switch.
+	mark := e.proxy.stderr.mark()
+	e.write(e.config, forceConfig(e.upstream, "1000"))
+	e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
+	if r := e.get("/p/2"); r.degraded() != "forced; point=p" {
+		t.Errorf("p after the reload: got %v, want still forced", r)
+	}
+	if sw2 := e.forcedOn("p"); sw2 == nil || !sw2.Until.Equal(sw.Until) {
+		t.Errorf("/status p forced after the reload: got %+v, want the same switch until %v", sw2, sw.Until)
+	}
+
+	// pass over q, which degrades every request once judged again.
+	forcePass(t, e, tokenFile)
+
+	// A short ttl ends on its own, with a reload between: p's switch
+	// replaced by a 6s one, then a reload, then its end. The history's
+	// order (force, reload, force_end by ttl) proves it outlived the
+	// reload; a request between shows it too when the machine is quick
+	// enough to send one before the end.
+	forceShortTTL(t, e, token)
+	checkForceHistory(t, e)
+	e.metricIs(0, "sds_point_forced", "point", "p", "action", "degrade")
+}
+
+// forceUnauthorized: without the right bearer token the force endpoints
+// answer 401, over HTTP and to the CLI, and p is not switched.
+func forceUnauthorized(t *testing.T, e *env, token string) {
 	for _, auth := range []string{"", "Bearer wrong-token-0123456789", "Bearer " + token + "x", "Basic " + token} {
 		for _, m := range []string{http.MethodPost, http.MethodDelete} {
 			if r := e.adminSend(m, "/points/p/force", auth, forceBody); r.status != http.StatusUnauthorized {
@@ -129,8 +162,12 @@ func TestForceE2ESwitches(t *testing.T) {
 	if r := e.get("/p/1"); r.status != http.StatusOK {
 		t.Fatalf("p before any switch: %v", r)
 	}
+}
 
-	// degrade p for 10 minutes with the CLI.
+// forceDegrade degrades p for 10 minutes with the CLI, checks the switch
+// in requests, the log, /status, `sds-proxy status` and the metrics, and
+// returns it as /status shows it.
+func forceDegrade(t *testing.T, e *env, tokenFile string) *forcedStatus {
 	mark := e.proxy.stderr.mark()
 	stdout, stderr, code := runCLI(t, "force", "p", "degrade", "-ttl", "10m", "-reason", "INC-7 drill", "-admin", e.proxy.admin, "-token-file", tokenFile)
 	if code != 0 || !strings.HasPrefix(stdout, "p: degrade until ") || !strings.Contains(stdout, "(10m0s): INC-7 drill") {
@@ -153,21 +190,14 @@ func TestForceE2ESwitches(t *testing.T) {
 	}
 	e.metricIs(1, "sds_point_forced", "point", "p", "action", "degrade")
 	e.metricIs(1, "sds_forced_requests_total", "point", "p", "action", "degrade")
+	return sw
+}
 
-	// A reload that changes q keeps p's switch.
-	mark = e.proxy.stderr.mark()
-	e.write(e.config, body("1000"))
-	e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
-	if r := e.get("/p/2"); r.degraded() != "forced; point=p" {
-		t.Errorf("p after the reload: got %v, want still forced", r)
-	}
-	if sw2 := e.forcedOn("p"); sw2 == nil || !sw2.Until.Equal(sw.Until) {
-		t.Errorf("/status p forced after the reload: got %+v, want the same switch until %v", sw2, sw.Until)
-	}
-
-	// pass over q, which degrades every request once judged again.
-	mark = e.proxy.stderr.mark()
-	e.write(e.config, body("0"))
+// forcePass sets q's visitThreshold to 0, so that it degrades every
+// request, puts a pass switch over it with the CLI, then clears it.
+func forcePass(t *testing.T, e *env, tokenFile string) {
+	mark := e.proxy.stderr.mark()
+	e.write(e.config, forceConfig(e.upstream, "0"))
 	e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
 	if r := e.get("/q"); r.degraded() != "visit; point=q" {
 		t.Fatalf("q with visitThreshold 0: got %v, want degraded by visit", r)
@@ -189,21 +219,20 @@ func TestForceE2ESwitches(t *testing.T) {
 	if r := e.get("/q"); r.degraded() != "visit; point=q" {
 		t.Errorf("q after clear: got %v, want degraded by visit again", r)
 	}
+}
 
-	// A short ttl ends on its own, with a reload between: p's switch
-	// replaced by a 6s one, then a reload, then its end. The history's
-	// order (force, reload, force_end by ttl) proves it outlived the
-	// reload; a request between shows it too when the machine is quick
-	// enough to send one before the end.
+// forceShortTTL replaces p's switch by a 6s one, reloads, and waits for
+// the switch to end on its own.
+func forceShortTTL(t *testing.T, e *env, token string) {
 	if r := e.adminSend(http.MethodPost, "/points/p/force", "Bearer "+token, `{"action":"degrade","ttl":"6s","reason":"short"}`); r.status != http.StatusOK {
 		t.Fatalf("POST a 6s switch: %v", r)
 	}
-	sw = e.forcedOn("p")
+	sw := e.forcedOn("p")
 	if sw == nil || sw.Reason != "short" {
 		t.Fatalf("/status p forced: got %+v, want the 6s switch", sw)
 	}
-	mark = e.proxy.stderr.mark()
-	e.write(e.config, body("999"))
+	mark := e.proxy.stderr.mark()
+	e.write(e.config, forceConfig(e.upstream, "999"))
 	e.proxy.waitLog(t, mark, wait, msgIs("config reloaded"))
 	if before := time.Now(); before.Before(sw.Until.Add(-time.Second)) {
 		if r := e.get("/p/3"); r.degraded() != "forced; point=p" {
@@ -230,6 +259,11 @@ func TestForceE2ESwitches(t *testing.T) {
 	if got := e.forcedOn("p"); got != nil {
 		t.Errorf("/status p forced after the ttl: got %+v", got)
 	}
+}
+
+// checkForceHistory: the history has the 6s switch's force_end by ttl,
+// after the force and the reload that preceded it.
+func checkForceHistory(t *testing.T, e *env) {
 	var history []admin.Event
 	if !eventually(wait, func() bool {
 		history = e.status().Events
@@ -252,5 +286,4 @@ func TestForceE2ESwitches(t *testing.T) {
 	if want := []string{"force degrade for 6s: short", "reload", "force_end"}; !slices.Equal(order, want) {
 		t.Errorf("history from p's last switch: got %q, want %q", order, want)
 	}
-	e.metricIs(0, "sds_point_forced", "point", "p", "action", "degrade")
 }

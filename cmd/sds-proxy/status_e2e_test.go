@@ -142,17 +142,9 @@ func normalizeStatus(t *testing.T, out, dir, hash string) string {
 	return b.String()
 }
 
-// TestStatusE2E runs `sds-proxy status` against a proxy whose points are
-// closed, open, in a delay, shadow and busy with a call in flight: the
-// table (golden), -o json, and the errors of an admin port that is gone.
-func TestStatusE2E(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	e.config = filepath.Join(e.dir, "sds.yaml")
-	e.write(filepath.Join(e.dir, "busy.json"), `{"busy":true}`)
-	e.write(e.config, configHeader(e.upstream, "5m", 10)+statusE2EConfig)
-	e.proxy = startProxy(t, e.config)
-
+// driveStatusPoints sends the requests that put statusE2EConfig's busy,
+// watch, held and calm points in their states.
+func driveStatusPoints(t *testing.T, e *env) {
 	if got := e.countDegraded(5, "/busy", "visit; point=busy", 503); got != 2 {
 		t.Fatalf("busy: got %d of 5 degraded, want 2", got)
 	}
@@ -169,6 +161,64 @@ func TestStatusE2E(t *testing.T) {
 			t.Fatalf("calm: got %v", r)
 		}
 	}
+}
+
+// checkStatusJSON checks the output of status -o json, stdout: each point's
+// mode, state and calls in flight, and the config's hash.
+func checkStatusJSON(t *testing.T, stdout, hash string) {
+	var got struct {
+		Config struct{ Hash string }
+		Points []struct {
+			Name, Mode, State string
+			Window            struct{ InFlight int64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("status -o json: %v:\n%s", err, stdout)
+	}
+	want := []string{"busy enforce open 0", "slow enforce closed 1", "watch shadow shadow 0", "held enforce delay 0", "calm enforce closed 0"}
+	var gotPoints []string
+	for _, p := range got.Points {
+		gotPoints = append(gotPoints, fmt.Sprintf("%s %s %s %d", p.Name, p.Mode, p.State, p.Window.InFlight))
+	}
+	if strings.Join(gotPoints, ", ") != strings.Join(want, ", ") || got.Config.Hash != hash {
+		t.Errorf("status -o json: got points %q hash %s, want %q hash %s", gotPoints, got.Config.Hash, want, hash)
+	}
+}
+
+// checkStatusUnreachable: status against an admin port that is gone or is
+// not one, and with an unknown -o, fails saying why.
+func checkStatusUnreachable(t *testing.T, e *env) {
+	// Nothing listens (port 1 needs root to bind): exit 1, the address
+	// and the cause on stderr.
+	const gone = "127.0.0.1:1"
+	stdout, stderr, code := runCLI(t, "status", "-admin", gone)
+	wantErr := "sds-proxy: admin port at http://" + gone + " cannot be reached: GET /status: "
+	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, wantErr) || !strings.Contains(stderr, "connection refused") {
+		t.Errorf("unreachable: exit %d, stdout %q, stderr %q, want 1, nothing, %q...connection refused", code, stdout, stderr, wantErr)
+	}
+	// The proxy port is not an admin port: it answers, but not /status.
+	stdout, stderr, code = runCLI(t, "status", "-admin", e.proxy.url)
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "admin port at "+e.proxy.url+": GET /status") {
+		t.Errorf("proxy port as admin: exit %d, stdout %q, stderr %q, want 1 and the address", code, stdout, stderr)
+	}
+	if _, stderr, code = runCLI(t, "status", "-o", "yaml"); code != 2 || !strings.Contains(stderr, "want table or json") {
+		t.Errorf("-o yaml: exit %d, stderr %q, want 2 and the reason", code, stderr)
+	}
+}
+
+// TestStatusE2E runs `sds-proxy status` against a proxy whose points are
+// closed, open, in a delay, shadow and busy with a call in flight: the
+// table (golden), -o json, and the errors of an admin port that is gone.
+func TestStatusE2E(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.config = filepath.Join(e.dir, "sds.yaml")
+	e.write(filepath.Join(e.dir, "busy.json"), `{"busy":true}`)
+	e.write(e.config, configHeader(e.upstream, "5m", 10)+statusE2EConfig)
+	e.proxy = startProxy(t, e.config)
+
+	driveStatusPoints(t, e)
 	// One call on slow stays in flight until the test ends.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -198,43 +248,11 @@ func TestStatusE2E(t *testing.T) {
 	if code != 0 || stderr != "" {
 		t.Fatalf("status -o json: exit %d, stderr %q", code, stderr)
 	}
-	var got struct {
-		Config struct{ Hash string }
-		Points []struct {
-			Name, Mode, State string
-			Window            struct{ InFlight int64 }
-		}
-	}
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
-		t.Fatalf("status -o json: %v:\n%s", err, stdout)
-	}
-	want := []string{"busy enforce open 0", "slow enforce closed 1", "watch shadow shadow 0", "held enforce delay 0", "calm enforce closed 0"}
-	var gotPoints []string
-	for _, p := range got.Points {
-		gotPoints = append(gotPoints, fmt.Sprintf("%s %s %s %d", p.Name, p.Mode, p.State, p.Window.InFlight))
-	}
-	if strings.Join(gotPoints, ", ") != strings.Join(want, ", ") || got.Config.Hash != doc.Config.Hash {
-		t.Errorf("status -o json: got points %q hash %s, want %q hash %s", gotPoints, got.Config.Hash, want, doc.Config.Hash)
-	}
+	checkStatusJSON(t, stdout, doc.Config.Hash)
 	cancel()
 	<-hung
 
-	// Nothing listens (port 1 needs root to bind): exit 1, the address
-	// and the cause on stderr.
-	const gone = "127.0.0.1:1"
-	stdout, stderr, code = runCLI(t, "status", "-admin", gone)
-	wantErr := "sds-proxy: admin port at http://" + gone + " cannot be reached: GET /status: "
-	if code != 1 || stdout != "" || !strings.HasPrefix(stderr, wantErr) || !strings.Contains(stderr, "connection refused") {
-		t.Errorf("unreachable: exit %d, stdout %q, stderr %q, want 1, nothing, %q...connection refused", code, stdout, stderr, wantErr)
-	}
-	// The proxy port is not an admin port: it answers, but not /status.
-	stdout, stderr, code = runCLI(t, "status", "-admin", e.proxy.url)
-	if code != 1 || stdout != "" || !strings.Contains(stderr, "admin port at "+e.proxy.url+": GET /status") {
-		t.Errorf("proxy port as admin: exit %d, stdout %q, stderr %q, want 1 and the address", code, stdout, stderr)
-	}
-	if _, stderr, code = runCLI(t, "status", "-o", "yaml"); code != 2 || !strings.Contains(stderr, "want table or json") {
-		t.Errorf("-o yaml: exit %d, stderr %q, want 2 and the reason", code, stderr)
-	}
+	checkStatusUnreachable(t, e)
 }
 
 // TestValidateDiffE2E runs `sds-proxy validate -diff` against a running
