@@ -179,8 +179,10 @@ func (w walkThrough) text() string {
 	if s := w.Shadow; s != nil {
 		fmt.Fprintf(&b, "\n%s (any other path) is in shadow mode: past %d visits per window it would degrade,\n", s.Name, s.Visit)
 		b.WriteString("but every answer still comes from the service, marked Sds-Shadow-Degraded instead:\n")
-		fmt.Fprintf(&b, "  for i in $(seq %d); do curl -s -o /dev/null -D - %s/hello | grep -i '^Sds-Shadow'; done | sort | uniq -c\n", s.Loop, w.Proxy)
-		b.WriteString("Switch it to mode: enforce in the config, and the same loop gets 429s.\n")
+		// One curl sends them all on one connection (its URL glob): a loop
+		// of processes may take longer than the window on a busy machine.
+		fmt.Fprintf(&b, "  curl -s -o /dev/null -D - '%s/hello?[1-%d]' | grep -i '^Sds-Shadow' | sort | uniq -c\n", w.Proxy, s.Loop)
+		b.WriteString("Switch it to mode: enforce in the config, and the same command gets 429s.\n")
 	}
 	if w.Others != "" {
 		fmt.Fprintf(&b, "\nOther points of this config: %s. Send requests to their routes.\n", w.Others)
