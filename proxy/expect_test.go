@@ -63,3 +63,26 @@ func TestH2ExpectMarkFound(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkH2ExpectsContinue: the look into an HTTP/2 upload's body, on
+// the request path, allocates nothing.
+func BenchmarkH2ExpectsContinue(b *testing.B) {
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("upload"))
+	r.ProtoMajor, r.Body = 2, &markedBody{needsContinue: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !h2ExpectsContinue(r) {
+			b.Fatal("mark not found")
+		}
+	}
+}
+
+// markedBody is a body with the field net/http's HTTP/2 server marks,
+// not its first.
+type markedBody struct {
+	read          int
+	needsContinue bool
+}
+
+func (*markedBody) Read([]byte) (int, error) { return 0, nil }
+func (*markedBody) Close() error             { return nil }
