@@ -110,12 +110,19 @@ type Verdict struct {
 	Sheddable bool
 	// Probe: the delay let this request through to test the service.
 	Probe bool
+	// Wait: the request asked to wait (Request.Wait) and failed only a
+	// limit it may wait at (Queue): Strategy, Count and Threshold (and
+	// Sheddable) say which. Nothing was counted, taken or tripped: enter
+	// again when a slot frees, or after RetryAfter for a token.
+	Wait bool
 	// RetryAfter is set on a request degraded inside the delay (Delay set,
 	// Allowed not): the time from now until the point may let a request
 	// through again, at its next probe (RetryInterval) or at the delay's
 	// end, whichever is sooner. It is 0 when that instant has come (a probe
 	// is in flight: when the next may go depends on its outcome), and on
-	// every other verdict.
+	// every other verdict but Wait. On a Wait for the token bucket it is
+	// the time from now until the bucket holds a token this request may
+	// take (its share, for a sheddable one).
 	RetryAfter time.Duration
 	// Events are the state changes this request caused.
 	Events Events
@@ -223,6 +230,11 @@ type Request struct {
 	// bucket shared by every proxy. A request the point degrades takes
 	// nothing from it.
 	Gate Gate
+	// Wait asks, for a point with a Queue, for a Verdict with Wait set
+	// instead of a degradation when the request fails only a limit it may
+	// wait at (Queue). Enforcing points only: a shadow point judges as
+	// without it.
+	Wait bool
 }
 
 // Gate is a judge beyond the point's own strategies, such as the token
@@ -253,7 +265,7 @@ type Gate interface {
 // racing at the threshold may see each other's counts or not, as with any
 // lock-free limiter, but every request is counted exactly once.
 func (p *Point) Enter(c *Call, now time.Time, r Request) Verdict {
-	v := p.judgeRequest(c, now, r.PressureTest, r.Priority)
+	v := p.judgeRequest(c, now, r)
 	if r.Gate == nil || !v.Allowed || v.Shadow || r.Gate.Take(now) {
 		return v
 	}
@@ -268,14 +280,14 @@ func (p *Point) Enter(c *Call, now time.Time, r Request) Verdict {
 }
 
 // judgeRequest is Enter by the point's own strategies.
-func (p *Point) judgeRequest(c *Call, now time.Time, pressureTest bool, pr Priority) Verdict {
+func (p *Point) judgeRequest(c *Call, now time.Time, r Request) Verdict {
 	c.reset()
-	st := p.st
+	st, pr := p.st, r.Priority
 	if p.ad != nil {
 		p.ad.advance(now, p)
 	}
 	cur := st.win.bucket(now)
-	if pressureTest && p.s.PressureTestDowngrade {
+	if r.PressureTest && p.s.PressureTestDowngrade {
 		return p.finish(c, now, cur, judgement{v: Verdict{Strategy: PressureTest}}, true)
 	}
 	var ev Events
@@ -308,10 +320,40 @@ func (p *Point) judgeRequest(c *Call, now time.Time, pressureTest bool, pr Prior
 		j.v.Allowed = true
 		return j.v
 	}
+	if r.Wait && p.s.Queue.On && !p.s.Shadow && waits(j.v.Strategy) {
+		return p.wait(now, j, pr)
+	}
 	if j.v.Sheddable {
 		return p.finish(c, now, cur, j, p.draw(pr))
 	}
 	return p.trip(c, now, cur, j, pr)
+}
+
+// wait ends a request that failed a limit it may wait at, for a caller
+// that waits: it gives back the token judging took, counts nothing and
+// says, for the token bucket, when a token this request may take is
+// there.
+func (p *Point) wait(now time.Time, j judgement, pr Priority) Verdict {
+	if j.took {
+		p.st.tat.Add(-p.tokenInterval)
+	}
+	v := j.v
+	v.Wait = true
+	if v.Strategy == TokenBucket {
+		capacity := p.tokenCapacity
+		if pr == PrioritySheddable {
+			capacity = shareOf(capacity, p.sheddable)
+		}
+		// A token is there once tat - now is at most the tolerance
+		// (takeToken); a share of 0 never gets one, and waits its
+		// longest.
+		n := now.UnixNano()
+		v.RetryAfter = time.Duration(max(0, p.st.tat.Load()-(capacity-1)*p.tokenInterval-n))
+		if capacity <= 0 {
+			v.RetryAfter = time.Duration(1<<63 - 1)
+		}
+	}
+	return v
 }
 
 // trip ends a request whose judging tripped the point: the trip is

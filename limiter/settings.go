@@ -139,6 +139,9 @@ type Policy struct {
 	// AdaptiveConcurrency limits the calls in flight to a limit that
 	// follows the upstream's latency; the zero value is off.
 	AdaptiveConcurrency AdaptiveConcurrency
+	// Queue lets a request wait at the point's limit instead of being
+	// degraded at once; the zero value is off.
+	Queue Queue
 }
 
 // Defaults of the recovery ramp and of priority shedding.
@@ -432,7 +435,7 @@ func (p Policy) check(errs []error) []error {
 			bad(t.field, "%d is not a percent from 0 to 100", t.v.n)
 		}
 	}
-	return p.AdaptiveConcurrency.check(errs)
+	return p.Queue.check(p.AdaptiveConcurrency.check(errs))
 }
 
 // Check reports every field of s beyond its limits (see Policy.Check), with
@@ -461,6 +464,7 @@ func (s Settings) withDefaults() Settings {
 		s.Shards = DefaultShards
 	}
 	s.AdaptiveConcurrency = s.AdaptiveConcurrency.withDefaults()
+	s.Queue = s.Queue.WithDefaults()
 	return s
 }
 
