@@ -395,12 +395,14 @@ var (
 		doc: "A request of priority sheddable passes each count threshold (visitThreshold, the token bucket, concurrentThreshold, the adaptive limit) only while the point's whole count, every priority's requests and itself included, is at most this percent of it; past it, it is degraded (Sds-Degraded gains ; priority=sheddable) while other requests use the rest, kept for their bursts. Such a degradation is no trip. Needs a route of priority sheddable and a count threshold."}
 	keyAdaptiveConcurrency = &key{name: "adaptiveConcurrency", field: "AdaptiveConcurrency", kind: kindMapping, section: adaptiveSection, show: showOn,
 		doc: "A limit on the upstream calls in flight that finds the calls the upstream serves at once from its latency against its minimum (Little's law, after TCP Vegas and BBR); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
+	keyQueue = &key{name: "queue", field: "Queue", kind: kindMapping, section: queueSection, show: showOn,
+		doc: "A queue at the point's limit: a request that finds the calls in flight at concurrentThreshold or the adaptive limit (or its sheddable share), or the token bucket empty, waits for a slot or a token instead of being degraded at once: critical before default before sheddable, first in first out until a standing queue forms, then newest first while CoDel sheds the lowest priority's oldest. {} turns it on with the defaults."}
 	keyClusterTokenBucket = &key{name: "clusterTokenBucket", field: "ClusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
 		doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."}
 )
 
 var pointSection = newSection("point", reflect.TypeFor[Point](), "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
-	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyClusterTokenBucket, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency)
+	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyClusterTokenBucket, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency, keyQueue)
 
 // The keys under a point's adaptiveConcurrency (keyAdaptiveConcurrency).
 var (
@@ -418,6 +420,21 @@ var (
 
 var adaptiveSection = newSection("", reflect.TypeFor[limiter.AdaptiveConcurrency](), "An adaptive concurrency limit: each round, of the calls in flight, the share minimum latency / mean latency (at most 1) was served and the rest queued; a queue above the allowance, max(1, tolerance percent of the calls served), moves the limit half-way down to the calls served plus the allowance (no lower than half the limit), a full limit without one raises it to them, and from minLimit the limit doubles each full round until the first queue.",
 	keyAdaptiveMinLimit, keyAdaptiveMaxLimit, keyAdaptiveInterval, keyAdaptiveTolerance, keyAdaptiveMinLatencyInterval)
+
+// The keys under a point's queue (keyQueue).
+var (
+	keyQueueMaxWait = &key{name: "maxWait", field: "MaxWait", kind: kindDuration, def: limiter.DefaultQueueMaxWait.String(), min: bound(1), max: bound(limiter.MaxQueueWait.Milliseconds()), show: showOrDefault,
+		doc: "The longest a request waits; then it is judged without waiting, and degraded as it would have been without a queue."}
+	keyQueueTarget = &key{name: "target", field: "Target", kind: kindDuration, min: bound(1), show: showOrDefault,
+		doc: "CoDel's target: once the oldest request has waited longer than this for a whole interval, the queue stands (newest first), and requests that waited longer are shed, sheddable first, never critical ones. Absent: the point's mean upstream time, at least 5ms and at most maxWait."}
+	keyQueueInterval = &key{name: "interval", field: "Interval", kind: kindDuration, min: bound(1), show: showOrDefault,
+		doc: "How long the oldest request must stay above the target before the queue stands; at least the target. Absent: twice maxWait, so that a burst the service drains within maxWait is served first in first out and never shed."}
+	keyQueueMaxLength = &key{name: "maxLength", field: "MaxLength", kind: kindInt, def: int64(limiter.DefaultQueueMaxLength), unit: "requests", min: bound(1), max: bound(limiter.MaxQueueLength), show: showOrDefault,
+		doc: "The most requests waiting; a request past it sheds the lowest priority's oldest, or is not queued when every waiting request has a higher priority."}
+)
+
+var queueSection = newSection("", reflect.TypeFor[limiter.Queue](), "A queue at the point's limit (docs/protections.md, Queue at the limit).",
+	keyQueueMaxWait, keyQueueTarget, keyQueueInterval, keyQueueMaxLength)
 
 // The keys under cluster (keyCluster).
 var (

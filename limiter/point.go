@@ -320,7 +320,7 @@ func (p *Point) judgeRequest(c *Call, now time.Time, r Request) Verdict {
 		j.v.Allowed = true
 		return j.v
 	}
-	if r.Wait && p.s.Queue.On && !p.s.Shadow && waits(j.v.Strategy) {
+	if r.Wait && p.s.Queue.On && !p.s.Shadow && j.v.Strategy.Queues() {
 		return p.wait(now, j, pr)
 	}
 	if j.v.Sheddable {

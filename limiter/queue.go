@@ -108,7 +108,6 @@ func (q Queue) check(errs []error) []error {
 	return errs
 }
 
-// waits reports whether a request that failed strategy s may wait for a
-// slot or a token in the point's queue: s is a limit on the calls in
-// flight or the token bucket.
-func waits(s Strategy) bool { return s == Concurrent || s == Adaptive || s == TokenBucket }
+// Queues reports whether a request that fails s may wait in its point's
+// Queue: s is a limit on the calls in flight or the token bucket.
+func (s Strategy) Queues() bool { return s == Concurrent || s == Adaptive || s == TokenBucket }

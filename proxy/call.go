@@ -10,6 +10,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/fallback"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
+	"github.com/sds-proxy/sds-proxy/proxy/queue"
 	"github.com/sds-proxy/sds-proxy/proxy/statelog"
 )
 
@@ -32,6 +33,10 @@ type call struct {
 	path    string
 	lim     limiter.Call
 	verdict limiter.Verdict
+	// queue is the point's queue (nil without one), and waited how long
+	// the request waited in it (wait.go).
+	queue  *queue.Queue
+	waited time.Duration
 	// status is the status written to the client, for the access log:
 	// 101 for a switch (the meter's: it is written on the hijacked
 	// connection, past the statusWriter); 0 before any.
@@ -139,7 +144,9 @@ func (c *call) reason() fallback.Reason {
 	if c.forced == ForceDegrade {
 		return fallback.Reason{Forced: true}
 	}
-	return fallback.ReasonOf(c.verdict)
+	why := fallback.ReasonOf(c.verdict)
+	why.Waited = c.waited
+	return why
 }
 
 // wroteHeaders is the call's httptrace hook: the transport has written
@@ -187,6 +194,10 @@ func (c *call) end(now time.Time) time.Duration {
 	}
 	timedOutBefore := c.lim.Timeout(now) // counts it now if not yet counted
 	ev := c.lim.Exit(now, o.outcome)
+	if c.queue != nil {
+		c.queue.Observe(took)
+		c.queue.Release(now)
+	}
 	c.h.changes.Changes(c.point.lim, c.verdict, ev, now, statelog.ByProbe)
 	if c.verdict.Probe {
 		c.h.probeEnded(c, o.outcome, now)

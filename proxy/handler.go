@@ -19,6 +19,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/fallback"
 	"github.com/sds-proxy/sds-proxy/proxy/h1"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
+	"github.com/sds-proxy/sds-proxy/proxy/queue"
 	"github.com/sds-proxy/sds-proxy/proxy/statelog"
 	"github.com/sds-proxy/sds-proxy/route"
 )
@@ -60,6 +61,7 @@ type Handler struct {
 	forces  forces            // operators' switches by point name (force.go)
 	// changes logs and records the points' state changes, throttled.
 	changes *statelog.Log
+	queues  queues // by point name, across reloads (wait.go)
 }
 
 // snapshot is a Config with what the request path derives from it: the
@@ -76,11 +78,12 @@ type snapshot struct {
 	series   map[*Point]*metrics.Point // every point of Points and Routes
 	sources  []metrics.Source          // Points, as the metrics read them
 	routes   routeTable                // Routes compiled
+	queues   map[*Point]*queue.Queue   // the points that have a queue
 }
 
 // New returns a Handler serving cfg.
 func New(cfg *Config, opts Options) *Handler {
-	h := &Handler{opts: opts, now: opts.Now, changes: statelog.New(opts.Logger, opts.Events)}
+	h := &Handler{opts: opts, now: opts.Now, changes: statelog.New(opts.Logger, opts.Events), queues: queues{}}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -127,6 +130,7 @@ func (h *Handler) Swap(cfg *Config) {
 		}
 	}
 	s.routes = newRouteTable(cfg.Routes)
+	s.queues = h.queues.swap(cfg, h.now)
 	s.sources = make([]metrics.Source, len(cfg.Points))
 	for i, p := range cfg.Points {
 		s.sources[i] = metrics.Source{Limiter: p.lim, Gated: p.shared != nil}
@@ -180,10 +184,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.forward(w, r, &call{h: h, snap: s, path: rewritten})
 		return
 	}
-	c := &call{h: h, snap: s, point: rt.Point, series: s.series[rt.Point], path: rewritten}
+	c := &call{h: h, snap: s, point: rt.Point, series: s.series[rt.Point], path: rewritten, queue: s.queues[rt.Point]}
 	h.enter(w, r, c, rt.Priority)
 	defer h.exit(r, c)
-	if !c.verdict.Allowed {
+	switch {
+	case c.failure == failClientGone: // went away while waiting
+		return
+	case !c.verdict.Allowed:
 		c.status = c.point.fallback.Serve(w, r, c.reason())
 		return
 	}
@@ -209,16 +216,24 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 		c.verdict.Allowed = true
 		return
 	}
-	req := limiter.Request{Priority: priority, Gate: p.shared}
+	req := limiter.Request{Priority: priority, Gate: p.shared, Wait: c.queue != nil}
 	req.PressureTest = c.snap.PressureTestHeader != "" && isTrue(r.Header.Get(c.snap.PressureTestHeader))
 	c.verdict = p.lim.Enter(&c.lim, now, req)
 	h.changes.Changes(p.lim, c.verdict, c.verdict.Events, now, statelog.ByRequest)
+	if c.verdict.Wait {
+		h.wait(r, c, req)
+	}
 	switch {
+	case c.failure == failClientGone: // went away while waiting, counted (wait)
 	case !c.verdict.Allowed:
 		c.series.Degraded.Inc()
 		c.series.Strategy(c.verdict.Strategy).Inc()
 	case c.verdict.Shadow:
-		w.Header().Set("Sds-Shadow-Degraded", p.fallback.Degraded(fallback.ReasonOf(c.verdict)))
+		mark := p.fallback.Degraded(fallback.ReasonOf(c.verdict))
+		if c.queue != nil && c.verdict.Strategy.Queues() {
+			mark += "; queued" // it would have waited, and been degraded only past it
+		}
+		w.Header().Set("Sds-Shadow-Degraded", mark)
 		c.series.ShadowDegraded.Inc()
 		c.series.ShadowStrategy(c.verdict.Strategy).Inc()
 		c.counted.Store(true)
@@ -320,11 +335,12 @@ func (h *Handler) access(r *http.Request, c *call, upstream time.Duration) {
 		zap.String("path", path),
 		zap.Int("status", status),
 		zap.String("strategy", c.verdict.Strategy.String()),
-		zap.Bool("degraded", !c.verdict.Allowed),
+		zap.Bool("degraded", !c.verdict.Allowed && c.failure != failClientGone),
 		zap.Bool("shadow", c.verdict.Shadow),
 		zap.Duration("upstream_latency", upstream),
 		startField(c),
 		forcedField(c.forced),
+		waitedField(c.waited),
 	)
 }
 

@@ -75,6 +75,10 @@ type Reason struct {
 	// an answer other than 429. It is the request's own, never part of
 	// the answer built and kept for the reason; 0 outside a delay.
 	Reopens time.Duration
+	// Waited is how long the request waited in its point's queue before
+	// it was degraded, marked "; waited=D" (such as waited=500ms); the
+	// request's own, as Reopens is. 0: it did not wait.
+	Waited time.Duration
 }
 
 // ReasonOf is the Reason of a degraded verdict.
@@ -348,12 +352,14 @@ func (fh *Handler) Serve(w http.ResponseWriter, r *http.Request, why Reason) int
 		for k, vs := range a.grpc {
 			h[k] = vs
 		}
+		markWaited(h, a, why.Waited)
 		w.WriteHeader(http.StatusOK)
 		return http.StatusOK
 	}
 	for k, vs := range a.header {
 		h[k] = vs
 	}
+	markWaited(h, a, why.Waited)
 	if a.reopens {
 		h["Retry-After"] = retryAfterValue(why.Reopens)
 	}
@@ -362,6 +368,14 @@ func (fh *Handler) Serve(w http.ResponseWriter, r *http.Request, why Reason) int
 		w.Write(a.body)
 	}
 	return a.status
+}
+
+// markWaited adds to the Sds-Degraded of answer a in h how long its
+// request waited in the queue, when it did.
+func markWaited(h http.Header, a *answer, waited time.Duration) {
+	if waited > 0 {
+		h["Sds-Degraded"] = []string{a.degraded + "; waited=" + max(waited.Round(time.Millisecond), time.Millisecond).String()}
+	}
 }
 
 // IsGRPC reports whether r is a gRPC call (HTTP/2, Content-Type

@@ -258,7 +258,7 @@ func TestFullQueue(t *testing.T) {
 		ctx := context.Background()
 		r.start(ctx, s, "s1", limiter.PrioritySheddable)
 		r.start(ctx, s, "d1", limiter.PriorityDefault)
-		r.start(ctx, s, "c1", limiter.PriorityCritical) // full: sheds s1, the lowest's oldest
+		r.start(ctx, s, "c1", limiter.PriorityCritical)  // full: sheds s1, the lowest's oldest
 		r.start(ctx, s, "s2", limiter.PrioritySheddable) // full of higher priorities: never waits
 		if got := r.get("s1"); got.Outcome != Shed {
 			t.Errorf("s1: %+v, want shed for c1", got)
