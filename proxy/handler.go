@@ -218,8 +218,12 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 	}
 	req := limiter.Request{Priority: priority, Gate: p.shared, Wait: c.queue != nil}
 	req.PressureTest = c.snap.PressureTestHeader != "" && isTrue(r.Header.Get(c.snap.PressureTestHeader))
-	c.verdict = p.lim.Enter(&c.lim, now, req)
-	h.changes.Changes(p.lim, c.verdict, c.verdict.Events, now, statelog.ByRequest)
+	if c.queue != nil && c.queue.Len() > 0 {
+		c.verdict = limiter.Verdict{Wait: true} // behind those waiting, never ahead
+	} else {
+		c.verdict = p.lim.Enter(&c.lim, now, req)
+		h.changes.Changes(p.lim, c.verdict, c.verdict.Events, now, statelog.ByRequest)
+	}
 	if c.verdict.Wait {
 		h.wait(r, c, req)
 	}
