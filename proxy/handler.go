@@ -133,7 +133,7 @@ func (h *Handler) Swap(cfg *Config) {
 	s.queues = h.queues.swap(cfg, h.now)
 	s.sources = make([]metrics.Source, len(cfg.Points))
 	for i, p := range cfg.Points {
-		s.sources[i] = metrics.Source{Limiter: p.lim, Gated: p.shared != nil}
+		s.sources[i] = metrics.Source{Limiter: p.lim, Gated: p.shared != nil, Queue: s.queues[p]}
 	}
 	h.current.Store(s)
 	h.dropForces(cfg)
@@ -184,7 +184,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.forward(w, r, &call{h: h, snap: s, path: rewritten})
 		return
 	}
-	c := &call{h: h, snap: s, point: rt.Point, series: s.series[rt.Point], path: rewritten, queue: s.queues[rt.Point]}
+	c := &call{h: h, snap: s, point: rt.Point, series: s.series[rt.Point], path: rewritten}
+	if len(s.queues) > 0 {
+		c.queue = s.queues[rt.Point]
+	}
 	h.enter(w, r, c, rt.Priority)
 	defer h.exit(r, c)
 	switch {
