@@ -205,6 +205,6 @@ func (c *call) end(now time.Time) time.Duration {
 	if timedOutBefore {
 		c.series.Timeouts.Inc()
 	}
-	c.series.ObserveDuration(took.Seconds(), traceID(c.header), now)
+	c.series.ObserveDuration(took.Seconds(), metrics.TraceID(c.header), now)
 	return took
 }

@@ -1,4 +1,4 @@
-package proxy
+package metrics
 
 import (
 	"net/http"
@@ -40,8 +40,8 @@ func TestTraceID(t *testing.T) {
 			if tt.values != nil {
 				h["Traceparent"] = tt.values
 			}
-			if got := traceID(h); got != tt.want {
-				t.Errorf("traceID(%q): got %q, want %q", tt.values, got, tt.want)
+			if got := TraceID(h); got != tt.want {
+				t.Errorf("TraceID(%q): got %q, want %q", tt.values, got, tt.want)
 			}
 		})
 	}
@@ -50,7 +50,7 @@ func TestTraceID(t *testing.T) {
 func TestTraceIDAllocs(t *testing.T) {
 	h := http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
 	none := http.Header{}
-	if n := testing.AllocsPerRun(100, func() { traceID(h); traceID(none); traceID(nil) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { TraceID(h); TraceID(none); TraceID(nil) }); n != 0 {
 		t.Errorf("traceID allocates %v times a call, want 0", n)
 	}
 }

@@ -1,15 +1,15 @@
-package proxy
+package metrics
 
 import "net/http"
 
-// traceID returns the trace id of h's W3C traceparent header
+// TraceID returns the trace id of h's W3C traceparent header
 // (https://www.w3.org/TR/trace-context/#traceparent-header), or "" when
 // there is none or it is not valid. It is strict: exactly one
 // traceparent value, version 00 with exactly 55 characters
 // ("00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"), lowercase
 // hex only, neither id all zeros. The id is a substring of the header's
-// value: traceID allocates nothing.
-func traceID(h http.Header) string {
+// value: TraceID allocates nothing.
+func TraceID(h http.Header) string {
 	values := h["Traceparent"]
 	if len(values) != 1 {
 		return "" // none, or several: the spec treats duplicates as invalid
