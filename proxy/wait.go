@@ -62,6 +62,7 @@ func (h *Handler) wait(r *http.Request, c *call, req limiter.Request) {
 		return !c.verdict.Wait, c.verdict.RetryAfter
 	})
 	c.waited = res.Waited
+	c.series.ObserveWait(res.Outcome, res.Waited)
 	switch res.Outcome {
 	case queue.Admitted:
 	case queue.Canceled:

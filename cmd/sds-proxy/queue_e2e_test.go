@@ -142,6 +142,40 @@ func TestQueueCriticalThroughFlood(t *testing.T) {
 		t.Errorf("of %d sheddable calls %d served, %d degraded after waiting; want both", len(flood), served, waited)
 	}
 	t.Logf("critical: %d served; sheddable: %d served, %d degraded after waiting", len(critical), served, waited)
+	checkQueueSeen(t, e, waited)
+}
+
+// checkQueueSeen checks, after a flood of which waited calls were
+// degraded after waiting, that the metrics and /status show the queue:
+// admitted waits, at least waited shed or timed out, an empty queue
+// again, and the settings of queueConfig with their defaults.
+func checkQueueSeen(t *testing.T, e *env, waited int) {
+	t.Helper()
+	count := func(outcome string) float64 {
+		n, _ := e.metric("sds_queue_wait_seconds_count", "point", "queued", "outcome", outcome)
+		return n
+	}
+	if n := count("admitted"); n <= 0 {
+		t.Errorf("sds_queue_wait_seconds_count{outcome=admitted}: got %v, want > 0", n)
+	}
+	if n := count("shed") + count("timeout"); n < float64(waited) {
+		t.Errorf("sds_queue_wait_seconds_count{outcome=shed|timeout}: got %v, want >= %d (degraded after waiting)", n, waited)
+	}
+	e.metricIs(0, "sds_queue_length", "point", "queued")
+	if _, ok := e.metric("sds_queue_length", "point", "immediate"); ok {
+		t.Error("sds_queue_length of the point without a queue: present, want absent")
+	}
+	q := e.point("queued").Queue
+	if q == nil || q.Length != 0 || q.MaxWait != "3s" || q.Interval != "6s" || q.MaxLength != 1000 {
+		t.Fatalf("/status queue of queued: got %+v, want 0 waiting, maxWait 3s, interval 6s, maxLength 1000", q)
+	}
+	// No target is set: it follows the upstream's 50ms calls.
+	if d, err := time.ParseDuration(q.Target); err != nil || d < 5*time.Millisecond || d > 3*time.Second {
+		t.Errorf("/status queue target: got %q, want a duration from 5ms to maxWait", q.Target)
+	}
+	if q := e.point("immediate").Queue; q != nil {
+		t.Errorf("/status queue of immediate: got %+v, want none", q)
+	}
 }
 
 // TestQueueClientGone: a client that gives up while its request waits

@@ -308,7 +308,7 @@ func (in *instance) serve(file *config.File) {
 	in.adminSrv = &http.Server{
 		Handler: admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Metrics: in.metrics, Ready: in.isReady, Status: in.status.get,
 			Events: in.events, Traffic: in.metrics.Traffic, Version: versionString(), Config: in.status.config,
-			Switches: in.handler, Token: func() []byte { return *in.token.Load() }, Cluster: in.clusterStatus()}),
+			Switches: in.handler, Token: func() []byte { return *in.token.Load() }, Cluster: in.clusterStatus(), Sources: in.handler.Sources}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

@@ -20,6 +20,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
+	"github.com/sds-proxy/sds-proxy/proxy/queue"
 )
 
 // ReloadStatus is the config state shown on /status. cmd fills it on each
@@ -95,6 +96,10 @@ type Options struct {
 	// buckets as this proxy sees them at now (cluster.Client's Status);
 	// nil shows none.
 	Cluster func(now time.Time) cluster.Status
+	// Sources returns the points in force as the metrics read them
+	// (proxy.Handler's Sources): /status shows the queue of each point
+	// that has one. nil shows no queue.
+	Sources func() []metrics.Source
 }
 
 // History is how far back /status shows events: the dashboard's timeline,
@@ -203,6 +208,7 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	since := now.Add(-History)
 	forces := a.statusForces(now)
+	queues := a.statusQueues()
 	if a.opts.Events != nil {
 		doc.Events = statusEvents(a.opts.Events.Since(since), MaxEvents)
 	}
@@ -231,6 +237,9 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		p.Forced = forces[sn.Name]
+		if q := queues[sn.Name]; q != nil {
+			p.Queue = statusQueue(q, sn.Settings.Queue)
+		}
 		if b, ok := buckets[sn.Name]; ok {
 			p.Cluster = statusBucket(b)
 			p.Strategies = append(p.Strategies, bucketReading(b))
@@ -339,6 +348,33 @@ func statusProtection(p *PointStatus, sn limiter.Snapshot) {
 		ad := sn.Adaptive
 		p.Adaptive = &Adaptive{Limit: ad.Limit, Measuring: ad.Measuring, MinLatency: ad.MinLatency.Seconds(), Latency: ad.Latency.Seconds()}
 	}
+}
+
+// statusQueues returns the queues of the points in force by name; nil
+// when none has one.
+func (a *server) statusQueues() map[string]*queue.Queue {
+	if a.opts.Sources == nil {
+		return nil
+	}
+	var queues map[string]*queue.Queue
+	for _, src := range a.opts.Sources() {
+		if src.Queue == nil {
+			continue
+		}
+		if queues == nil {
+			queues = make(map[string]*queue.Queue)
+		}
+		queues[src.Limiter.Name()] = src.Queue
+	}
+	return queues
+}
+
+// statusQueue returns q, of settings s, as JSON: its state now and its
+// settings with their defaults.
+func statusQueue(q *queue.Queue, s limiter.Queue) *Queue {
+	st, s := q.Status(), s.WithDefaults()
+	return &Queue{Length: st.Length, Standing: st.Standing, Target: st.Target.String(),
+		MaxWait: s.MaxWait.String(), Interval: s.Interval.String(), MaxLength: s.MaxLength}
 }
 
 // statusTraffic returns t as JSON: the error percentage and quantiles only

@@ -117,6 +117,9 @@ type PointStatus struct {
 	// Adaptive is the adaptive concurrency limit; nil (omitted) without
 	// adaptiveConcurrency.
 	Adaptive *Adaptive `json:"adaptive,omitempty"`
+	// Queue is the point's queue at its limit; nil (omitted) without
+	// queue.
+	Queue *Queue `json:"queue,omitempty"`
 	// Strategies are the enabled strategies in judging order, then the
 	// shared token bucket's ("cluster_token_bucket", see Cluster); []
 	// when none.
@@ -222,6 +225,28 @@ type Adaptive struct {
 	// Latency is the last interval's mean latency, in seconds; 0 when
 	// none yet.
 	Latency float64 `json:"latency"`
+}
+
+// Queue is a point's queue at its limit (queue: in sds.yaml), read at
+// Status.Now, with its settings in force, defaults filled.
+type Queue struct {
+	// Length is the number of requests waiting now.
+	Length int `json:"length"`
+	// Standing is true while the queue stands: its oldest request waited
+	// longer than Target for a whole Interval and it has not emptied
+	// since; it then serves the newest first and sheds what waited longer
+	// than Target.
+	Standing bool `json:"standing"`
+	// Target is the target in force, a duration: the setting, or, without
+	// one, the one that follows the upstream's mean time.
+	Target string `json:"target"`
+	// MaxWait is the longest a request waits, a duration.
+	MaxWait string `json:"maxWait"`
+	// Interval is how long the oldest request waits past Target before
+	// the queue stands, a duration.
+	Interval string `json:"interval"`
+	// MaxLength is the most requests waiting at once.
+	MaxLength int64 `json:"maxLength"`
 }
 
 // Traffic is a point's traffic over the last Seconds.

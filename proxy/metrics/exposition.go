@@ -521,6 +521,8 @@ var pointFamilies = func() []struct {
 			limit, on := p.Limiter.AdaptiveLimit()
 			return float64(limit), on
 		})},
+		{queueLengthFamily, gauges(queueLength)},
+		{queueWaitFamily, (*scrape).waits},
 		{recoveryRatioFamily, gauges(func(s *scrape, p *Source, _ limiter.State) (float64, bool) {
 			share, on := p.Limiter.RecoveryShare(s.now)
 			return float64(share) / limiter.RecoveryShareWhole, on

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/queue"
 )
 
 // scrapeAccepts are the Accept headers the differential tests scrape
@@ -79,6 +80,7 @@ func randomSet(t testing.TB, rng *rand.Rand, reg *prometheus.Registry, now time.
 			}
 			pm.ObserveDuration(seconds, trace, now.Add(time.Duration(i)*time.Second))
 		}
+		randomWaits(rng, pm)
 		if rng.IntN(4) == 0 {
 			continue // out of the config: counters only
 		}
@@ -107,13 +109,32 @@ func randomSet(t testing.TB, rng *rand.Rand, reg *prometheus.Registry, now time.
 				c.Exit(now.Add(-time.Second/2), limiter.Outcome(1+rng.IntN(2)))
 			}
 		}
-		live = append(live, Source{Limiter: lim, Gated: rng.IntN(5) == 0})
+		live = append(live, Source{Limiter: lim, Gated: rng.IntN(5) == 0, Queue: randomQueue(rng, now)})
 	}
 	m.Unrouted.Add(float64(rng.IntN(3)))
 	if n > 0 {
 		m.Forces.Active.WithLabelValues("a", "degrade").Set(1)
 	}
 	return m
+}
+
+// randomWaits observes a few waits of random outcomes and lengths on a
+// third of the points.
+func randomWaits(rng *rand.Rand, pm *Point) {
+	if rng.IntN(3) > 0 {
+		return
+	}
+	for range 1 + rng.IntN(10) {
+		pm.ObserveWait(waitOutcomes[rng.IntN(len(waitOutcomes))], time.Duration(rng.ExpFloat64()*float64(100*time.Millisecond)))
+	}
+}
+
+// randomQueue returns a queue on a third of the calls, else nil.
+func randomQueue(rng *rand.Rand, now time.Time) *queue.Queue {
+	if rng.IntN(3) > 0 {
+		return nil
+	}
+	return queue.New(limiter.Queue{On: true}, func() time.Time { return now })
 }
 
 // scrapeBody serves GET /metrics?query with Accept accept through h and
@@ -144,7 +165,7 @@ func TestHandlerMatchesPromhttp(t *testing.T) {
 		m := randomSet(t, rng, reg, now)
 		want := promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, DisableCompression: true})
 		got := m.Handler(reg)
-		for _, query := range []string{"", "?name[]=sds_requests_total&name[]=sds_point_forced&name[]=sds_upstream_duration_seconds"} {
+		for _, query := range []string{"", "?name[]=sds_requests_total&name[]=sds_point_forced&name[]=sds_upstream_duration_seconds&name[]=sds_queue_wait_seconds"} {
 			for _, accept := range scrapeAccepts {
 				wantCode, wantHeader, wantBody := scrapeBody(t, want, accept, query)
 				gotCode, gotHeader, gotBody := scrapeBody(t, got, accept, query)
@@ -173,7 +194,8 @@ func TestHandlerMatchesPromhttp(t *testing.T) {
 }
 
 // TestHandlerChunks: families of more series than a chunk holds come out
-// whole, their header once, in every format: 3 × chunkSeries points.
+// whole, their header once, in every format: 3 × chunkSeries points,
+// each with a queue's waits.
 func TestHandlerChunks(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var live []Source
@@ -182,6 +204,7 @@ func TestHandlerChunks(t *testing.T) {
 		name := fmt.Sprintf("p%05d", i)
 		m.ForPoint(name).Proxied.Inc()
 		m.ForPoint(name).ObserveDuration(float64(i)/1000, "", time.Now())
+		m.ForPoint(name).ObserveWait(queue.Admitted, time.Duration(i)*time.Millisecond)
 		lim, err := limiter.NewPoint(name, limiter.Settings{})
 		if err != nil {
 			t.Fatal(err)

@@ -12,15 +12,15 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/proxy/queue"
 )
 
 // Set is the request path's metrics (docs/metrics.md), registered on the
 // registry passed to NewSet. Labels carry point names, never paths.
 type Set struct {
-	// duration makes the points' upstream time histograms
-	// (Point.makeDuration); it is not registered: perPoint and Handler
-	// report them.
-	duration *prometheus.HistogramVec
+	// vecs make the points' histograms; they are not registered:
+	// perPoint and Handler report them.
+	vecs *histogramVecs
 	// Unrouted counts the requests no route names.
 	Unrouted prometheus.Counter
 	// RejectedPath counts the requests refused for their path (400).
@@ -130,9 +130,12 @@ type Point struct {
 	created *timestamppb.Timestamp
 	counts  [pointCounts]Counter
 
-	// vec makes the point's upstream time histogram, at its first
-	// observation.
-	vec *prometheus.HistogramVec
+	// vecs make the point's histograms, at their first observation:
+	// the Set's.
+	vecs *histogramVecs
+	// waits are the point's queue wait histograms; nil until its first
+	// wait, so that a point without a queue holds none.
+	waits atomic.Pointer[queueWaits]
 	// duration is the upstream time histogram; nil until the point's
 	// first call is observed. A point that never forwards a call then
 	// holds no histogram, the largest part of a point's series once a
@@ -182,6 +185,9 @@ type Source struct {
 	// Gated: the point has a fleet-wide bucket (limiter.Request.Gate), so
 	// its cluster_token_bucket series are reported from the start.
 	Gated bool
+	// Queue is the point's queue at its limit, read at scrape time for
+	// sds_queue_length; nil when the point has none.
+	Queue *queue.Queue
 }
 
 // NewSet registers the request path's metrics on reg. points returns the
@@ -189,7 +195,7 @@ type Source struct {
 // gauges, and by Sample.
 func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
 	m := &Set{
-		duration: newDurationVec(),
+		vecs: &histogramVecs{duration: newDurationVec(), waits: newWaitVec()},
 		Unrouted: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sds_unrouted_requests_total", Help: "Requests that matched no route: forwarded to the upstream unprotected, counted on no point.",
 		}),
@@ -208,6 +214,15 @@ func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
 	return m
 }
 
+// histogramVecs make the points' histograms: each point's are children
+// of the vecs, created at their first observation.
+type histogramVecs struct {
+	// duration makes the upstream time histograms (Point.makeDuration).
+	duration *prometheus.HistogramVec
+	// waits makes the queue wait histograms (Point.makeWaits).
+	waits *prometheus.HistogramVec
+}
+
 // newDurationVec returns the family of the points' upstream time
 // histograms. Its children are created by Point.makeDuration and exposed
 // by perPoint and Handler, never collected from the vec itself.
@@ -219,6 +234,15 @@ func newDurationVec() *prometheus.HistogramVec {
 		NativeHistogramMaxBucketNumber:  durationMaxBuckets,
 		NativeHistogramMinResetDuration: durationMinReset,
 	}, []string{"point"})
+}
+
+// newWaitVec returns the family of the points' queue wait histograms.
+// Its children are created by Point.makeWaits and exposed by perPoint and
+// Handler, never collected from the vec itself.
+func newWaitVec() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: queueWaitFamily.name, Help: queueWaitFamily.help, Buckets: waitBuckets,
+	}, []string{"point", "outcome"})
 }
 
 // SetClock makes now the clock the point states are evaluated at on a
@@ -233,7 +257,7 @@ func (m *Set) ForPoint(name string) *Point {
 	if pm, ok := m.points[name]; ok {
 		return pm
 	}
-	pm := &Point{name: name, created: timestamppb.Now(), vec: m.duration}
+	pm := &Point{name: name, created: timestamppb.Now(), vecs: m.vecs}
 	pm.pointLabel = &dto.LabelPair{Name: &pointLabelName, Value: &pm.name}
 	pm.Proxied, pm.Degraded, pm.ShadowDegraded = &pm.counts[countProxied], &pm.counts[countDegraded], &pm.counts[countShadowDegraded]
 	pm.Canceled = &pm.counts[countCanceled]
@@ -262,6 +286,7 @@ type perPoint struct{ m *Set }
 
 func (c perPoint) Describe(ch chan<- *prometheus.Desc) {
 	ch <- durationFamily.desc
+	ch <- queueWaitFamily.desc
 	c.m.collector.Describe(ch)
 }
 
@@ -271,6 +296,11 @@ func (c perPoint) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, pm := range c.m.everyPoint() {
 		ch <- durationSeries{pm}
+		if w := pm.waits.Load(); w != nil {
+			for _, h := range w {
+				ch <- h
+			}
+		}
 	}
 	c.m.collector.Collect(ch)
 }
@@ -311,6 +341,8 @@ var (
 	inflightFamily       = newFamily(dto.MetricType_GAUGE, "sds_inflight", "Upstream calls in flight on the point.", []string{"point"})
 	trippedFamily        = newFamily(dto.MetricType_GAUGE, "sds_point_tripped", "1 while the point's next plain request would be degraded (state open or delay), evaluated at scrape time; 0 otherwise. A shadow point is never tripped.", []string{"point"})
 	adaptiveLimitFamily  = newFamily(dto.MetricType_GAUGE, "sds_adaptive_concurrency_limit", "The point's adaptive concurrency limit in force: upstream calls in flight above it are degraded (adaptive_concurrency). Only points with adaptiveConcurrency.", []string{"point"})
+	queueLengthFamily    = newFamily(dto.MetricType_GAUGE, "sds_queue_length", "Requests waiting now in the point's queue at its limit, read at scrape time. Only points with queue.", []string{"point"})
+	queueWaitFamily      = newFamily(dto.MetricType_HISTOGRAM, "sds_queue_wait_seconds", "Time requests waited in the point's queue at its limit, one observation per request that waited, by how the wait ended: admitted (its turn came and it was judged again), shed (waited past the target while the queue stood, or pushed out of a full queue as its lowest priority's oldest), full (found the queue full and pushed no one out: never waited, observed as 0), timeout (waited maxWait, or its token was due later than that), canceled (its client went away). A request that leaves the queue unadmitted is judged once more without waiting. Time in the queue is never upstream time.", []string{"point", "outcome"})
 	recoveryRatioFamily  = newFamily(dto.MetricType_GAUGE, "sds_recovery_admitted_ratio", "The share of requests the point's recovery ramp admits now, from recoveryStart/100 to 1; 1 while no ramp runs. Only points with recoveryTime.", []string{"point"})
 	stateFamily          = newFamily(dto.MetricType_GAUGE, "sds_point_state", "1 for the point's state at scrape time, 0 for the others: closed (every strategy passes), open (a strategy would degrade the next request), delay (inside its delay: degraded but for probes), shadow (a shadow point whose next request would be degraded were it enforcing), recovering (every strategy passes, and the recovery ramp admits a growing share: sds_recovery_admitted_ratio).", []string{"point", "state"})
 )
@@ -326,6 +358,7 @@ var (
 	trippedDesc        = trippedFamily.desc
 	adaptiveLimitDesc  = adaptiveLimitFamily.desc
 	recoveryRatioDesc  = recoveryRatioFamily.desc
+	queueLengthDesc    = queueLengthFamily.desc
 	stateDesc          = stateFamily.desc
 )
 
@@ -424,8 +457,9 @@ type seriesBatch struct {
 
 // batchSeries is the number of series of a point: its counters, then
 // sds_inflight, sds_point_tripped, sds_point_state's,
-// sds_adaptive_concurrency_limit and sds_recovery_admitted_ratio.
-const batchSeries = pointCounts + 2 + len(pointStates) + 2
+// sds_adaptive_concurrency_limit, sds_recovery_admitted_ratio and
+// sds_queue_length.
+const batchSeries = pointCounts + 2 + len(pointStates) + 3
 
 // add appends a series of desc with the point's label and label (when not
 // nil), sorted by name, and returns it.
@@ -448,7 +482,7 @@ func (b *seriesBatch) add(desc *prometheus.Desc, point, label *dto.LabelPair, va
 }
 
 func (c *pointCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{requestsDesc, degradedDesc, shadowDegradedDesc, errorsDesc, timeoutsDesc, inflightDesc, trippedDesc, stateDesc, adaptiveLimitDesc, recoveryRatioDesc} {
+	for _, d := range []*prometheus.Desc{requestsDesc, degradedDesc, shadowDegradedDesc, errorsDesc, timeoutsDesc, inflightDesc, trippedDesc, stateDesc, adaptiveLimitDesc, recoveryRatioDesc, queueLengthDesc} {
 		ch <- d
 	}
 }
@@ -510,6 +544,11 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if share, on := p.Limiter.RecoveryShare(now); on {
 			s := b.add(recoveryRatioDesc, pm.pointLabel, nil, float64(share)/limiter.RecoveryShareWhole)
+			s.gauge = true
+			ch <- s
+		}
+		if p.Queue != nil {
+			s := b.add(queueLengthDesc, pm.pointLabel, nil, float64(p.Queue.Len()))
 			s.gauge = true
 			ch <- s
 		}
@@ -657,7 +696,7 @@ type durationChild interface {
 // makeDuration creates the point's histogram, once: callers racing on a
 // point's first calls all get the one that was stored first.
 func (pm *Point) makeDuration() *durationHistogram {
-	h := &durationHistogram{histogram: pm.vec.WithLabelValues(pm.name).(durationChild)}
+	h := &durationHistogram{histogram: pm.vecs.duration.WithLabelValues(pm.name).(durationChild)}
 	pm.duration.CompareAndSwap(nil, h)
 	return pm.duration.Load()
 }

@@ -187,8 +187,31 @@ func writeStatusTable(w io.Writer, doc *admin.Status) error {
 		fmt.Fprintln(tw, "(no points)")
 	}
 	tw.Flush()
+	sep := "\n" // a blank line between the table and the queues' lines
+	for i := range doc.Points {
+		if line := queueLine(&doc.Points[i]); line != "" {
+			b.WriteString(sep + line + "\n")
+			sep = ""
+		}
+	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// queueLine is the line under the table about p's queue at its limit,
+// or "" for a point without one: "queue P: N waiting[, standing];
+// target T, maxWait W, interval I, maxLength L".
+func queueLine(p *admin.PointStatus) string {
+	q := p.Queue
+	if q == nil {
+		return ""
+	}
+	standing := ""
+	if q.Standing {
+		standing = ", standing"
+	}
+	return fmt.Sprintf("queue %s: %d waiting%s; target %s, maxWait %s, interval %s, maxLength %d",
+		Cell(p.Name), q.Length, standing, Cell(q.Target), Cell(q.MaxWait), Cell(q.Interval), q.MaxLength)
 }
 
 // tripCount is what the LAST TRIP cell adds when p's event history holds
