@@ -16,7 +16,8 @@ import (
 //   - critical before default before sheddable;
 //   - within a priority, first in first out while the queue drains; once
 //     it stands (its oldest request has waited longer than Target for a
-//     whole Interval, and it has not emptied since), newest first
+//     whole Interval, until it drains within Target for a whole
+//     Interval), newest first
 //     (adaptive LIFO: those whose clients are still waiting go first), and
 //     a request that has waited longer than Target is shed, the lowest
 //     priority and the oldest first (CoDel), never a critical one;
@@ -32,7 +33,8 @@ type Queue struct {
 	// On turns the queue on.
 	On bool
 	// MaxWait is the longest a request waits, from 1ms to MaxQueueWait.
-	// 0: DefaultQueueMaxWait.
+	// 0: DefaultQueueMaxWait, about as long as clients wait for an
+	// answer, and longer than a burst takes to drain.
 	MaxWait time.Duration
 	// Target is the wait above which a queue that stands sheds, from 1ms
 	// to MaxWait. 0: follow the point's mean upstream time (at least
@@ -51,7 +53,7 @@ type Queue struct {
 
 // Defaults and limits of Queue.
 const (
-	DefaultQueueMaxWait   = 500 * time.Millisecond
+	DefaultQueueMaxWait   = time.Second
 	DefaultQueueMaxLength = 1000
 	// MinQueueTarget is the least Target that follows the upstream's
 	// time: below a few milliseconds, a scheduler's pause would count as

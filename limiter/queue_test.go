@@ -132,7 +132,7 @@ func TestQueueCheck(t *testing.T) {
 	}{
 		{Queue{On: true, MaxWait: -time.Second}, "Queue.MaxWait"},
 		{Queue{On: true, MaxWait: 2 * time.Minute}, "Queue.MaxWait"},
-		{Queue{On: true, Target: time.Second}, "Queue.Target"},
+		{Queue{On: true, Target: 2 * time.Second}, "Queue.Target"},
 		{Queue{On: true, Target: 100 * time.Millisecond, Interval: 50 * time.Millisecond}, "Queue.Interval"},
 		{Queue{On: true, MaxLength: MaxQueueLength + 1}, "Queue.MaxLength"},
 		{Queue{On: true}, ""},

@@ -6,8 +6,8 @@
 // The order, by priority: critical before default before sheddable; within
 // a priority, first in first out while the queue drains, newest first once
 // it stands (adaptive LIFO). A queue stands once its oldest request has
-// waited longer than the target for a whole interval, and until it next
-// empties; while it stands, a request that has waited longer than the
+// waited longer than the target for a whole interval, and until it has
+// drained within the target for a whole interval; while it stands, a request that has waited longer than the
 // target is shed, the lowest priority and the oldest first (CoDel). Nobody
 // waits longer than maxWait, and at most maxLength wait.
 //
@@ -87,8 +87,10 @@ type Queue struct {
 	standing bool
 	// above is when the oldest request's wait passed the target, and has
 	// stayed above it since (the queue did not drain within the target);
-	// zero while it has not.
-	above time.Time
+	// zero while it has not. drained is when the queue was last drained
+	// within the target (empty, or its oldest within it), and has stayed
+	// so since; zero while it has not.
+	above, drained time.Time
 	// token is the timer that gives a turn when a token a request waits
 	// for is due; tokenAt is when it fires (zero: not armed).
 	token   *time.Timer
@@ -133,6 +135,7 @@ type Status struct {
 func (q *Queue) Status() Status {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.judge(q.now())
 	return Status{Length: q.n, Standing: q.standing, Target: q.target()}
 }
 
@@ -271,20 +274,31 @@ func (q *Queue) remove(w *Waiter) {
 // priority's oldest first, and a higher priority's only once no request
 // of a lower one waits. CoDel never sheds a critical request: it waits up
 // to maxWait. The caller holds mu.
+//
+// A queue starts to stand once its oldest request has waited longer than
+// the target for a whole interval, and stops once it has been drained
+// within the target (empty, or its oldest request within the target) for
+// a whole interval: a queue kept short by shedding still stands, and one
+// that empties for a moment under sustained overload does not go back to
+// first in first out.
 func (q *Queue) judge(now time.Time) {
-	if q.n == 0 {
-		q.standing, q.above = false, time.Time{}
-		return
-	}
 	target := q.target()
-	oldest := q.oldest()
-	if now.Sub(oldest.joined) <= target {
+	if oldest := q.oldest(); oldest == nil || now.Sub(oldest.joined) <= target {
 		q.above = time.Time{}
-	} else if q.above.IsZero() {
-		q.above = oldest.joined.Add(target)
+		if q.drained.IsZero() {
+			q.drained = now
+		}
+	} else {
+		q.drained = time.Time{}
+		if q.above.IsZero() {
+			q.above = oldest.joined.Add(target)
+		}
 	}
-	if !q.standing && !q.above.IsZero() && now.Sub(q.above) >= q.s.Interval {
+	switch {
+	case !q.standing && !q.above.IsZero() && now.Sub(q.above) >= q.s.Interval:
 		q.standing = true
+	case q.standing && !q.drained.IsZero() && now.Sub(q.drained) >= q.s.Interval:
+		q.standing = false
 	}
 	if !q.standing {
 		return
@@ -309,8 +323,8 @@ func (q *Queue) shed(w *Waiter) {
 	}
 }
 
-// oldest returns the request that has waited longest. The caller holds mu
-// and q.n > 0.
+// oldest returns the request that has waited longest, or nil when none
+// waits. The caller holds mu.
 func (q *Queue) oldest() *Waiter {
 	var oldest *Waiter
 	for i := range q.lists {

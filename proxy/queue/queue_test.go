@@ -181,8 +181,24 @@ func TestCoDelShedsLowestPriorityOldestFirst(t *testing.T) {
 		if got := r.get("critical"); got.Outcome != Admitted {
 			t.Errorf("critical: %+v, want admitted", got)
 		}
-		if st := s.q.Status(); st.Standing {
-			t.Errorf("status %+v: an empty queue no longer stands", st)
+		// Empty for a moment, it still stands: newest first for requests
+		// that join now; drained within the target for a whole interval,
+		// it no longer does.
+		r.start(ctx, s, "x", limiter.PriorityDefault)
+		r.start(ctx, s, "y", limiter.PriorityDefault)
+		if st := s.q.Status(); !st.Standing {
+			t.Errorf("status %+v just after the queue emptied, want standing", st)
+		}
+		s.release()
+		synctest.Wait()
+		if got := s.taken(); got[len(got)-1] != "y" {
+			t.Errorf("admitted %v, want y, the newest, last", got)
+		}
+		s.release()
+		synctest.Wait()
+		time.Sleep(100 * time.Millisecond)
+		if st := s.q.Status(); st.Standing || st.Length != 0 {
+			t.Errorf("status %+v after an interval drained, want not standing", st)
 		}
 	})
 }
