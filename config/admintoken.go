@@ -14,10 +14,6 @@ const (
 	maxAdminTokenFile = 4 << 10
 )
 
-// adminToken is what Diff compares of the token: its file and the token
-// read from it, so that a new token in the same file is a change.
-type adminToken struct{ path, token string }
-
 // readAdminToken reads adminTokenFile, relative to dir, into
 // File.AdminToken and makes File.AdminTokenFile absolute.
 func readAdminToken(d *decoded, dir string, p *problems) {

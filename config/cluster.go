@@ -10,62 +10,46 @@ import (
 )
 
 // Cluster is the Redis that the points' shared token buckets live in
-// (docs/fleet.md, "Fleet-wide budgets"): top-level cluster:. Changing it needs a
-// restart; the points' clusterTokenBucket settings apply on a reload.
+// (docs/fleet.md): top-level cluster:, whose keys (keys.go) are its fields.
+// "" is absent: the default user, no password, no Sentinel. No request
+// ever waits on Redis: calls are made in the background.
 type Cluster struct {
-	// Addresses are host:port addresses: one Redis, several nodes of a
-	// Redis Cluster, or the sentinels when MasterName is set. At least one.
+	// Addresses are host:port addresses, at least one and at most 64.
 	Addresses []string
-	// Username is the ACL user; "" for the default user.
-	Username string
-	// PasswordFile is the file holding the password, absolute after Parse
-	// (a relative path is resolved against the config file's directory);
-	// "" for none. The proxy reads it for every new connection, so a
-	// rotated Secret applies without a restart; the config holds no
-	// password. It is the Redis servers' password, not the sentinels'.
+	Username  string
+	// PasswordFile is absolute after Parse. The proxy reads it for every
+	// new connection; the config holds no password.
 	PasswordFile string
 	// TLS, when not nil, speaks TLS to Redis.
 	TLS *ClusterTLS
 	// DB is the database number, 0 or more; a Redis Cluster has only 0.
-	DB int
-	// MasterName names the Sentinel master set; "" for none.
+	DB         int
 	MasterName string
-	// KeyPrefix starts every key the proxies write. Default
-	// DefaultClusterKeyPrefix.
+	// KeyPrefix defaults to DefaultClusterKeyPrefix.
 	KeyPrefix string
-	// Timeout bounds every call to Redis, from 1ms to
-	// maxClusterTimeout. Default DefaultClusterTimeout. No request ever
-	// waits on Redis: calls are made in the background.
+	// Timeout bounds every call to Redis, from 1ms to 10s. Default
+	// DefaultClusterTimeout.
 	Timeout time.Duration
-	// Replicas is how many proxies share the buckets, 1 to maxReplicas:
-	// while Redis fails, each counts on tokensPerSecond ÷ Replicas.
+	// Replicas is how many proxies share the buckets, 1 to 10,000.
 	// Default 1.
 	Replicas int
 }
 
-// ClusterTLS is TLS to Redis. Its zero value trusts the system's roots and
-// presents no client certificate.
+// ClusterTLS is TLS to Redis (cluster.tls). Its zero value trusts the
+// system's roots, presents no client certificate (CertFile and KeyFile,
+// both or neither) and verifies the address's host.
 type ClusterTLS struct {
-	// CAFile is a PEM file of the roots to trust; "" for the system's.
-	CAFile string
-	// CertFile and KeyFile are a PEM client certificate and key, both or
-	// neither.
-	CertFile, KeyFile string
-	// ServerName is the name to verify the server's certificate against;
-	// "" for the address's host.
-	ServerName string
+	CAFile, CertFile, KeyFile, ServerName string
 }
 
 // ClusterTokenBucket is a point's token bucket shared by every proxy of
 // the same Redis and point name, judged after the local strategies. The
 // zero value is none.
 type ClusterTokenBucket struct {
-	// TokensPerSecond fills the shared bucket, 1 to
-	// maxClusterTokensPerSecond.
+	// TokensPerSecond fills the shared bucket, 1 to 1e9.
 	TokensPerSecond int64
-	// Size is the most tokens the shared bucket holds, 1 to
-	// maxClusterBucketSize. Default TokensPerSecond. The bucket starts
-	// full.
+	// Size is the most tokens the shared bucket holds, 1 to 1e12. Default
+	// TokensPerSecond. The bucket starts full.
 	Size int64
 }
 

@@ -395,7 +395,7 @@ func (d *decoder) points(n *yaml.Node) {
 		if len(d.out.f.Points) >= maxPoints {
 			return
 		}
-		p := newPoint(name)
+		p := Point{Name: name}
 		base := loc{point: name}
 		d.out.at[base] = span{key: pos{k.Line, k.Column}, val: pos{v.Line, v.Column}}
 		scope := fmt.Sprintf("in point %q", name)

@@ -51,10 +51,6 @@ func setDefaults(sec *section, v reflect.Value) {
 	}
 }
 
-// newPoint returns a point named name with every strategy off: the zero
-// limiter.Policy.
-func newPoint(name string) Point { return Point{Name: name} }
-
 // override replaces the file's values with the command-line ones given.
 func override(f *File, opts Options) {
 	if opts.Listen != "" {

@@ -138,26 +138,3 @@ func pointsByName(f *File) map[string]*Point {
 	}
 	return m
 }
-
-// restartPart returns the settings of f that need a restart
-// (key.restart), in a File of their own; nil for nil.
-func restartPart(f *File) *File {
-	if f == nil {
-		return nil
-	}
-	out := &File{}
-	a, b := reflect.ValueOf(f).Elem(), reflect.ValueOf(out).Elem()
-	for _, k := range topSection.keys {
-		if k.restart {
-			field(k, b).Set(field(k, a))
-		}
-	}
-	return out
-}
-
-// restart names the settings that need a restart and differ between a
-// and b (Change.NeedsRestart).
-func restart(a, b *File) []string {
-	_, r := changedKeys(a, b)
-	return r
-}

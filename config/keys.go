@@ -111,7 +111,7 @@ type key struct {
 	// "a path"; "" is "a string".
 	want string
 	// file marks a string that names a file or directory that Parse reads
-	// or checks (File.namesOtherFiles).
+	// or checks (File.ReadsOtherFiles).
 	file bool
 	// sdsOff marks a duration whose -1 (a millisecond) is off, as in SDS,
 	// and decodes to 0; other negatives are kept for validation.

@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"reflect"
 )
 
 // maxBodyFile bounds a fallback's bodyFile, in bytes.
@@ -87,18 +86,6 @@ func Default(opts Options) (*File, error) {
 		return nil, err
 	}
 	return d.f, nil
-}
-
-// namesOtherFiles reports whether Parse read or checked a file besides
-// the config file itself to make f: a fallback's bodyFile, the
-// adminTokenFile, the TLS, ACME or cluster files (every file readFiles
-// reads or checks: the keys marked file in keys.go). The same bytes of the config file may parse to
-// another File when one of those changed; otherwise they parse to the
-// same File again.
-func (f *File) namesOtherFiles() bool {
-	names := false
-	f.walk(func(k *key, _ loc, v reflect.Value) { names = names || k.file && v.String() != "" })
-	return names
 }
 
 // readFiles reads each fallback's bodyFile into its Body and resolves the
