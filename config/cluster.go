@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -131,48 +130,6 @@ func redisAddress(a string) string {
 		return "has a host that is neither an IP address nor a host name"
 	}
 	return ""
-}
-
-// readClusterFiles resolves cluster:'s files against dir (the config
-// file's directory) and checks that they exist; the password is not read
-// into the config. A missing passwordFile is a warning, not an error: the
-// proxy reads it for each connection (a Secret may appear later, and a
-// config is often validated away from the pod that mounts it), and until it
-// is there Redis refuses the proxy, whose points count on their shares. The
-// TLS files are read once at start-up: a missing one is an error.
-func readClusterFiles(d *decoded, dir string, p *problems) {
-	cl := d.f.Cluster
-	if cl == nil {
-		return
-	}
-	type file struct {
-		key  *key
-		path *string
-	}
-	files := []file{{keyClusterPasswordFile, &cl.PasswordFile}}
-	if t := cl.TLS; t != nil {
-		files = append(files, file{keyClusterTLSCAFile, &t.CAFile}, file{keyClusterTLSCertFile, &t.CertFile}, file{keyClusterTLSKeyFile, &t.KeyFile})
-	}
-	for _, f := range files {
-		l := top(f.key)
-		if *f.path == "" {
-			if d.has(l) && !d.bad[l] {
-				p.add(d.at[l].val, "%s is empty; give a file's path, or remove the key", l.field)
-			}
-			continue
-		}
-		name := inDir(dir, *f.path)
-		*f.path = resolve(dir, *f.path)
-		info, err := os.Stat(name)
-		switch {
-		case err != nil && f.key == keyClusterPasswordFile:
-			p.warn(d.at[l].val, "%s: %s; until it is there Redis refuses this proxy and each point counts on its share", l.field, fileProblem(name, err))
-		case err != nil:
-			p.add(d.at[l].val, "%s: %s", l.field, fileProblem(name, err))
-		case !info.Mode().IsRegular():
-			p.add(d.at[l].val, "%s: %s is not a regular file", l.field, name)
-		}
-	}
 }
 
 // clusterFigure formats a clusterTokenBucket figure; 0 is off.

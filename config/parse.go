@@ -12,6 +12,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 )
 
 // maxBodyFile bounds a fallback's bodyFile, in bytes.
@@ -88,11 +90,11 @@ func Default(opts Options) (*File, error) {
 	return d.f, nil
 }
 
-// readFiles reads each fallback's bodyFile into its Body and resolves the
-// TLS files' paths, all relative to dir.
+// readFiles reads the admin token and each fallback's bodyFile (into its
+// Body), and resolves against dir and checks the other files the keys
+// marked file name (keys.go): TLS, ACME and cluster files.
 func readFiles(d *decoded, dir string, p *problems) {
 	readAdminToken(d, dir, p)
-	readClusterFiles(d, dir, p)
 	for i := range d.f.Points {
 		pt := &d.f.Points[i]
 		name := pt.Fallback.BodyFile
@@ -109,36 +111,46 @@ func readFiles(d *decoded, dir string, p *problems) {
 			pt.Fallback.Body = body
 		}
 	}
-	t := &d.f.TLS
-	for _, f := range []struct {
-		key  *key
-		path *string
-	}{{keyTLSCertFile, &t.CertFile}, {keyTLSKeyFile, &t.KeyFile}} {
-		if *f.path == "" {
-			continue
+	topSection.walk(reflect.ValueOf(d.f).Elem(), loc{}, func(k *key, l loc, v reflect.Value) {
+		if k.file && k != keyAdminTokenFile {
+			checkFile(d, dir, p, k, l, v)
 		}
-		name := inDir(dir, *f.path)
-		*f.path = resolve(dir, *f.path)
-		if _, err := os.Stat(name); err != nil {
-			p.add(d.at[top(f.key)].val, "%s: %s", f.key.path, fileProblem(name, err))
-		}
-	}
-	if a := t.ACME; a != nil {
-		if a.CARoot != "" {
-			name := inDir(dir, a.CARoot)
-			a.CARoot = resolve(dir, a.CARoot)
-			if err := checkCARoot(name); err != nil {
-				p.add(d.at[top(keyACMECARoot)].val, "%s: %s", keyACMECARoot.path, fileProblem(name, err))
-			}
-		}
-		if a.Storage != "" {
-			name := inDir(dir, a.Storage)
-			a.Storage = resolve(dir, a.Storage)
-			if info, err := os.Stat(name); err == nil && !info.IsDir() {
-				p.add(d.at[top(keyACMEStorage)].val, "%s: %s is not a directory; give the directory for the ACME account and certificates (created if missing)", keyACMEStorage.path, name)
+	})
+}
 
-			}
+// checkFile resolves the path v of the file key k against dir and checks
+// it. The TLS files are read once at start-up, so a missing one is an
+// error. A missing cluster passwordFile is a warning: the proxy reads it
+// for each connection (a Secret may appear later, and a config is often
+// validated away from the pod that mounts it), and until it is there
+// Redis refuses the proxy, whose points count on their shares.
+func checkFile(d *decoded, dir string, p *problems, k *key, l loc, v reflect.Value) {
+	cluster := slices.Contains(clusterTLSSection.keys, k) || k == keyClusterPasswordFile
+	if v.String() == "" {
+		if cluster && d.ok(l) {
+			p.add(d.at[l].val, "%s is empty; give a file's path, or remove the key", l.field)
 		}
+		return
+	}
+	name := inDir(dir, v.String())
+	v.SetString(resolve(dir, v.String()))
+	var err error
+	switch info, statErr := os.Stat(name); {
+	case k == keyACMECARoot:
+		err = checkCARoot(name)
+	case k == keyACMEStorage:
+		if statErr == nil && !info.IsDir() {
+			p.add(d.at[l].val, "%s: %s is not a directory; give the directory for the ACME account and certificates (created if missing)", l.field, name)
+		}
+	case statErr != nil && k == keyClusterPasswordFile:
+		p.warn(d.at[l].val, "%s: %s; until it is there Redis refuses this proxy and each point counts on its share", l.field, fileProblem(name, statErr))
+	case statErr != nil:
+		err = statErr
+	case cluster && !info.Mode().IsRegular():
+		err = fmt.Errorf("%s is not a regular file", name)
+	}
+	if err != nil {
+		p.add(d.at[l].val, "%s: %s", l.field, fileProblem(name, err))
 	}
 }
 
