@@ -132,14 +132,6 @@ func redisAddress(a string) string {
 	return ""
 }
 
-// clusterFigure formats a clusterTokenBucket figure; 0 is off.
-func clusterFigure(n int64) string {
-	if n <= 0 {
-		return "off"
-	}
-	return strconv.FormatInt(n, 10)
-}
-
 // clusterString formats cluster: for a reload's explanation, without
 // secrets (the password stays in its file).
 func clusterString(c *Cluster) string {

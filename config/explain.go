@@ -116,16 +116,29 @@ func showKey(k *key, owner, v reflect.Value) string {
 func showValue(v reflect.Value) string {
 	switch x := v.Interface().(type) {
 	case string:
-		return unsetString(x)
+		if x == "" {
+			return "default"
+		}
+		return strconv.Quote(x)
 	case limiter.Threshold:
-		return threshold(x)
+		if n, on := x.Get(); on {
+			return strconv.FormatInt(n, 10)
+		}
+		return "off"
 	case time.Duration:
 		if x <= 0 {
 			return "off"
 		}
 		return x.String()
 	case [][2]string:
-		return headers(x)
+		if len(x) == 0 {
+			return "none"
+		}
+		parts := make([]string, len(x))
+		for i, h := range x {
+			parts[i] = h[0] + ": " + strconv.Quote(h[1])
+		}
+		return strings.Join(parts, ", ")
 	case []string:
 		return strings.Join(x, " ")
 	}
@@ -147,7 +160,13 @@ func showOrDefault(_, v reflect.Value) string {
 	return showValue(v)
 }
 
-func showFigure(_, v reflect.Value) string { return clusterFigure(v.Int()) }
+// showFigure writes a clusterTokenBucket figure; 0 is off.
+func showFigure(_, v reflect.Value) string {
+	if v.Int() <= 0 {
+		return "off"
+	}
+	return strconv.FormatInt(v.Int(), 10)
+}
 
 func showOn(_, v reflect.Value) string {
 	if v.FieldByName("On").Bool() {
@@ -173,6 +192,9 @@ func showACME(_, v reflect.Value) string {
 }
 
 func showCluster(_, v reflect.Value) string { return clusterString(v.Interface().(*Cluster)) }
+
+// maxShown bounds how many bytes of a body a Setting quotes.
+const maxShown = 40
 
 // showBody writes a fallback's body as its size and its first bytes
 // quoted, or where it comes from.
@@ -306,32 +328,4 @@ func (s *settings) add(key, from, to string) {
 	if from != to {
 		*s = append(*s, Setting{key, from, to})
 	}
-}
-
-// maxShown bounds how many bytes of a body a Setting quotes.
-const maxShown = 40
-
-func threshold(t limiter.Threshold) string {
-	if n, on := t.Get(); on {
-		return strconv.FormatInt(n, 10)
-	}
-	return "off"
-}
-
-func unsetString(s string) string {
-	if s == "" {
-		return "default"
-	}
-	return strconv.Quote(s)
-}
-
-func headers(hs [][2]string) string {
-	if len(hs) == 0 {
-		return "none"
-	}
-	parts := make([]string, len(hs))
-	for i, h := range hs {
-		parts[i] = h[0] + ": " + strconv.Quote(h[1])
-	}
-	return strings.Join(parts, ", ")
 }

@@ -27,10 +27,9 @@ const (
 	maxConnectionsLimit = 1_000_000
 )
 
-// checker runs the rules of the README's Configuration section over a
-// decoded file. Each rule reports
-// at the position of the key it is about and skips keys whose value was of
-// the wrong type (already reported by decode).
+// checker runs the rules of validation over a decoded file. Each rule
+// reports at the position of the key it is about and skips keys whose
+// value was of the wrong type (already reported by decode).
 type checker struct {
 	d    *decoded
 	p    *problems
@@ -52,8 +51,7 @@ func validate(d *decoded, opts Options, p *problems) {
 }
 
 // bounds reports the value f of the key k at l when it is beyond k's
-// bounds (key.outside), or an empty string where k says what to write
-// instead (key.empty).
+// bounds (key.outside) or empty (key.empty).
 func (c *checker) bounds(k *key, l loc, f reflect.Value) {
 	switch {
 	case !c.d.ok(l) || k.kind == kindMapping:
@@ -74,8 +72,7 @@ func inBounds(k *key, n int64) bool {
 }
 
 // limits returns k's bounds in the unit of its value (nanoseconds for a
-// duration; its bounds count milliseconds), the extremes of int64 where
-// it has none.
+// duration), the extremes of int64 where it has none.
 func limits(k *key) (lo, hi int64) {
 	unit := int64(1)
 	if k.kind == kindDuration {
@@ -119,8 +116,7 @@ func (c *checker) val(l loc) pos {
 	return c.key(l)
 }
 
-// top is the location of the key k of the top level or of a mapping
-// under it.
+// top is the location of the top-level key k, or of one under it.
 func top(k *key) loc { return loc{field: k.path} }
 
 // item is the location of item i of the list at l, from 0.
@@ -129,15 +125,14 @@ func (l loc) item(i int) loc {
 	return l
 }
 
-// wrong reports a problem with the value of the key at l (not an item of
-// a list), the message starting with the key's path.
+// wrong reports a problem with the value of the key at l, the message
+// starting with the key's path.
 func (c *checker) wrong(l loc, format string, args ...any) {
 	c.p.add(c.val(l), l.field+": "+format, args...)
 }
 
-// setting reports a problem with a top-level setting that a flag of the
-// key's name may have given: against the flag when it did, else at the
-// value in the file.
+// setting reports a problem with a top-level setting: against the flag
+// of the key's name when it gave the value, else at the value in the file.
 func (c *checker) setting(k *key, flagValue, format string, args ...any) {
 	if flagValue != "" {
 		c.p.flag(k.name, format, args...)
@@ -264,7 +259,7 @@ func (c *checker) window() {
 // settings checks the other top-level settings.
 func (c *checker) settings() {
 	f := c.d.f
-	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader != "" && !isToken(f.PressureTestHeader) {
+	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader != "" && !tokenRE.MatchString(f.PressureTestHeader) {
 		c.wrong(l, "%q is not a header name; write one such as X-Pressure-Test", f.PressureTestHeader)
 	}
 	if f.H2C && f.TLS.Enabled() && c.d.ok(top(keyH2C)) {
@@ -274,12 +269,9 @@ func (c *checker) settings() {
 }
 
 // grpcUpstream warns when h2c: true takes cleartext HTTP/2 from clients
-// but the upstream is http://, which the proxy calls over HTTP/1.1: gRPC
-// needs HTTP/2 on both sides, so every gRPC call then fails (docs/tls.md).
-// It is a warning, not an error: a client that sends plain HTTP over
-// cleartext HTTP/2 is still served. With tls, h2c is already an error; an
-// http:// upstream behind tls alone is not judged, as HTTP/2 over TLS says
-// nothing of gRPC.
+// but the upstream is http://, called over HTTP/1.1, so gRPC calls fail
+// (docs/tls.md). A warning: plain HTTP over cleartext HTTP/2 is still
+// served. (With tls, h2c is an error already.)
 func (c *checker) grpcUpstream() {
 	f := c.d.f
 	if !f.H2C || f.TLS.Enabled() || !c.d.ok(top(keyH2C)) || !c.d.good(top(keyUpstream)) {
@@ -350,14 +342,11 @@ func (c *checker) tls() {
 	}
 }
 
-// isToken reports whether s is an RFC 9110 token: a method or a header name.
-func isToken(s string) bool { return tokenRE.MatchString(s) }
-
 // isSpaceOrControl reports whether r is an ASCII space or control character.
 func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 
-// validHostname reports whether s is a DNS name: dot-separated labels of
-// letters, digits, '-' and '_', each 1-63 bytes, 253 at most in all.
+// validHostname reports whether s is a DNS name: labels of letters,
+// digits, '-' and '_', each 1-63 bytes, 253 at most in all.
 func validHostname(s string) bool {
 	s = strings.TrimSuffix(s, ".")
 	if s == "" || len(s) > 253 {
