@@ -210,3 +210,61 @@ type Fallback struct {
 type Options struct {
 	Listen, Upstream, Admin string
 }
+
+// Cluster is the Redis that the points' shared token buckets live in
+// (docs/fleet.md): top-level cluster:, whose keys (keys.go) are its fields.
+// "" is absent: the default user, no password, no Sentinel. No request
+// ever waits on Redis: calls are made in the background.
+type Cluster struct {
+	// Addresses are host:port addresses, at least one and at most 64.
+	Addresses []string
+	Username  string
+	// PasswordFile is absolute after Parse. The proxy reads it for every
+	// new connection; the config holds no password.
+	PasswordFile string
+	// TLS, when not nil, speaks TLS to Redis.
+	TLS *ClusterTLS
+	// DB is the database number, 0 or more; a Redis Cluster has only 0.
+	DB         int
+	MasterName string
+	// KeyPrefix defaults to DefaultClusterKeyPrefix.
+	KeyPrefix string
+	// Timeout bounds every call to Redis, from 1ms to 10s. Default
+	// DefaultClusterTimeout.
+	Timeout time.Duration
+	// Replicas is how many proxies share the buckets, 1 to 10,000.
+	// Default 1.
+	Replicas int
+}
+
+// ClusterTLS is TLS to Redis (cluster.tls). Its zero value trusts the
+// system's roots, presents no client certificate (CertFile and KeyFile,
+// both or neither) and verifies the address's host.
+type ClusterTLS struct {
+	CAFile, CertFile, KeyFile, ServerName string
+}
+
+// ClusterTokenBucket is a point's token bucket shared by every proxy of
+// the same Redis and point name, judged after the local strategies. The
+// zero value is none.
+type ClusterTokenBucket struct {
+	// TokensPerSecond fills the shared bucket, 1 to 1e9.
+	TokensPerSecond int64
+	// Size is the most tokens the shared bucket holds, 1 to 1e12. Default
+	// TokensPerSecond. The bucket starts full.
+	Size int64
+}
+
+// On reports whether the point has a shared bucket.
+func (b ClusterTokenBucket) On() bool { return b.TokensPerSecond > 0 }
+
+// Defaults and limits of cluster: and clusterTokenBucket:.
+const (
+	DefaultClusterTimeout   = 50 * time.Millisecond
+	DefaultClusterKeyPrefix = "sds:"
+	maxClusterTimeout       = 10 * time.Second
+	maxReplicas             = 10_000
+	maxClusterAddresses     = 64
+	maxClusterTokensPerSec  = 1_000_000_000
+	maxClusterBucketSize    = 1_000_000_000_000
+)

@@ -384,3 +384,69 @@ func validPort(s string) bool {
 	n, err := strconv.Atoi(s)
 	return err == nil && n >= 1 && n <= 65535 && s[0] != '+'
 }
+
+// cluster checks cluster: and every point's clusterTokenBucket.
+func (c *checker) cluster() {
+	f := c.d.f
+	used := false
+	for i := range f.Points {
+		pt := &f.Points[i]
+		b := &pt.ClusterTokenBucket
+		base := pl(pt, keyClusterTokenBucket)
+		if !c.d.has(base) {
+			continue
+		}
+		used = true
+		if f.Cluster == nil {
+			c.p.add(c.key(base), "point %q: %s needs a top-level %s: with the Redis addresses the proxies share", pt.Name, base.field, keyCluster.name)
+		}
+		rate, size := pl(pt, keyClusterBucketTokensPerSecond), pl(pt, keyClusterBucketSize)
+		if !c.d.has(rate) {
+			c.p.add(c.key(base), "point %q: %s needs %s, such as %[3]s: 100", pt.Name, base.field, keyClusterBucketTokensPerSecond.name)
+		}
+		if !c.d.has(size) {
+			b.Size = b.TokensPerSecond
+		}
+	}
+	cl := f.Cluster
+	if cl == nil {
+		return
+	}
+	if !used {
+		c.p.warn(c.key(top(keyCluster)), "%[1]s: no point has a %[2]s, so Redis is never called; add %[2]s: {%[3]s: N} to a point, or remove %[1]s:", keyCluster.path, keyClusterTokenBucket.name, keyClusterBucketTokensPerSecond.name)
+	}
+	if l := top(keyClusterAddresses); c.d.good(l) {
+		switch {
+		case len(cl.Addresses) == 0:
+			c.p.add(c.key(top(keyCluster)), "%s: needs %s, such as %[2]s: [redis.default.svc:6379]", keyCluster.path, keyClusterAddresses.name)
+		case len(cl.Addresses) > maxClusterAddresses:
+			c.wrong(l, "%d addresses; at most %d", len(cl.Addresses), maxClusterAddresses)
+		}
+		for i, a := range cl.Addresses {
+			if problem := redisAddress(a); problem != "" {
+				c.p.add(c.val(l.item(i)), "%s: %q %s", l.field, a, problem)
+			}
+		}
+	}
+	if l := top(keyClusterDB); c.d.good(l) && cl.DB > 0 && len(cl.Addresses) > 1 && cl.MasterName == "" {
+		c.wrong(l, "%d with several addresses (a Redis Cluster), which has only database 0", cl.DB)
+	}
+	if t := cl.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+		c.p.add(c.key(top(keyClusterTLS)), "%s: %s and %s go together; give both for a client certificate, or neither", keyClusterTLS.path, keyClusterTLSCertFile.name, keyClusterTLSKeyFile.name)
+	}
+}
+
+// redisAddress returns what is wrong with a Redis host:port, or "".
+func redisAddress(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" {
+		return "is not a host:port address; write it as redis.default.svc:6379"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "has no port from 1 to 65535"
+	}
+	if net.ParseIP(host) == nil && !validHostname(host) {
+		return "has a host that is neither an IP address nor a host name"
+	}
+	return ""
+}
