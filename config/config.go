@@ -257,14 +257,3 @@ type ClusterTokenBucket struct {
 
 // On reports whether the point has a shared bucket.
 func (b ClusterTokenBucket) On() bool { return b.TokensPerSecond > 0 }
-
-// Defaults and limits of cluster: and clusterTokenBucket:.
-const (
-	DefaultClusterTimeout   = 50 * time.Millisecond
-	DefaultClusterKeyPrefix = "sds:"
-	maxClusterTimeout       = 10 * time.Second
-	maxReplicas             = 10_000
-	maxClusterAddresses     = 64
-	maxClusterTokensPerSec  = 1_000_000_000
-	maxClusterBucketSize    = 1_000_000_000_000
-)

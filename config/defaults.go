@@ -17,7 +17,9 @@ const (
 	// DefaultMaxConnections fits the example Deployment's 128 MiB memory
 	// limit with every connection busy; README "Connection limits" has
 	// the arithmetic.
-	DefaultMaxConnections = 1024
+	DefaultMaxConnections   = 1024
+	DefaultClusterTimeout   = 50 * time.Millisecond
+	DefaultClusterKeyPrefix = "sds:"
 )
 
 // newFile returns a File holding every top-level default.

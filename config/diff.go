@@ -107,9 +107,8 @@ func Diff(from, to *File) Change {
 }
 
 // changedKeys names the top-level settings that differ between two
-// configs, those that apply on a reload and those that need a restart
-// (key.restart), in the order of the keys. The admin token file counts
-// as changed when the token in it did.
+// configs, those that apply on a reload and those that need a restart;
+// adminTokenFile counts as changed when the token in it did.
 func changedKeys(from, to *File) (reload, restart []string) {
 	a, b := reflect.ValueOf(from).Elem(), reflect.ValueOf(to).Elem()
 	for _, k := range topSection.keys {
@@ -217,8 +216,7 @@ func FileSettings(from, to *File) (reload, restart []Setting) {
 }
 
 // key adds the settings of k that differ between a and b, two structs
-// that hold it. Routes and points are not settings: they are compared on
-// their own.
+// that hold it; routes and points are compared on their own.
 func (s *settings) key(k *key, a, b reflect.Value) {
 	va, vb := field(k, a), field(k, b)
 	switch k.kind {
@@ -255,10 +253,7 @@ func (s *settings) key(k *key, a, b reflect.Value) {
 }
 
 // showKey writes the value v of k, held by owner, for a Setting: by k's
-// show, or else by its type: a string quoted ("default" when empty), a
-// bool true or false (the enum's second or first value for a key with
-// one), a threshold or a duration "off" when off, headers as name:
-// "value" pairs, a list of strings joined by spaces, a number in decimal.
+// show, or else by its type (showValue; a bool of an enum as its value).
 func showKey(k *key, owner, v reflect.Value) string {
 	if k.show != nil {
 		return k.show(owner, v)
@@ -269,7 +264,9 @@ func showKey(k *key, owner, v reflect.Value) string {
 	return showValue(v)
 }
 
-// showValue is showKey by the type of v alone.
+// showValue writes v by its type: a string quoted ("default" when
+// empty), a threshold or a duration "off" when off, headers as name:
+// "value" pairs, a list of strings joined by spaces, a number in decimal.
 func showValue(v reflect.Value) string {
 	switch x := v.Interface().(type) {
 	case string:

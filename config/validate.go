@@ -25,6 +25,17 @@ const (
 	// maxConnectionsLimit bounds maxConnections: far beyond what a sidecar's
 	// memory holds, and each connection needs a file descriptor.
 	maxConnectionsLimit = 1_000_000
+
+	maxClusterTimeout      = 10 * time.Second
+	maxReplicas            = 10_000
+	maxClusterAddresses    = 64
+	maxClusterTokensPerSec = 1_000_000_000
+	maxClusterBucketSize   = 1_000_000_000_000
+
+	maxGRPCStatus = 16 // UNAUTHENTICATED, the last code gRPC defines
+	// maxGRPCMessage bounds grpcMessage, in bytes: it travels in a header,
+	// and gRPC clients refuse header lists above 8-16 KiB.
+	maxGRPCMessage = 1024
 )
 
 // checker runs the rules of validation over a decoded file. Each rule

@@ -233,14 +233,6 @@ func (c *checker) fallback(p *Point) {
 	}
 }
 
-// Limits of a fallback's gRPC answer.
-const (
-	maxGRPCStatus = 16 // UNAUTHENTICATED, the last code gRPC defines
-	// maxGRPCMessage bounds grpcMessage, in bytes: it travels in a header,
-	// and gRPC clients refuse header lists above 8-16 KiB.
-	maxGRPCMessage = 1024
-)
-
 // grpcFallback warns when the config carries gRPC (h2c: true, or an
 // h2c:// upstream) and a fallback sets status, body or bodyFile but
 // neither grpcStatus nor grpcMessage: gRPC clients never get that HTTP

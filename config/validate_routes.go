@@ -281,23 +281,23 @@ const maxShadowChecks = 64
 // gives at most one of Path and PathPrefix (completeRoutes).
 type shadows struct {
 	routes []Route
-	// exact, prefixes and rest hold the routes added so far by the path
-	// covers compares them on: an exact path, a path prefix, or none.
-	exact    map[string]*shadowSet
-	prefixes map[string]*shadowSet
-	rest     shadowSet
-	// prefixLens marks the lengths of the prefixes in prefixes, so that a
-	// path is looked up only at lengths some prefix has.
+	// lists holds the routes added so far by the path covers compares
+	// them on and the fold of their host.
+	lists map[shadowKey]*shadowList
+	// prefixLens marks the lengths of the path prefixes in lists, so that
+	// a path is looked up only at lengths some prefix has.
 	prefixLens map[int]bool
 }
 
-// shadowSet is the routes of one path key, by the fold of their host
-// ("" for none): for each host, the first route with no methods, and the
-// first route of each other method set, in order.
-type shadowSet struct {
-	byHost map[string]*shadowList
+// shadowKey is an exact path, a path prefix, or none (path ""), and a
+// folded host ("" for none).
+type shadowKey struct {
+	exact      bool
+	path, host string
 }
 
+// shadowList is the routes of one shadowKey: the first route with no
+// methods, and the first route of each other method set, in order.
 type shadowList struct {
 	anyMethod int   // the first route naming no method, or -1
 	methods   []int // the first route of each method set, in order
@@ -305,45 +305,24 @@ type shadowList struct {
 }
 
 func newShadows(routes []Route) *shadows {
-	return &shadows{
-		routes:     routes,
-		exact:      make(map[string]*shadowSet),
-		prefixes:   make(map[string]*shadowSet),
-		prefixLens: make(map[int]bool),
-	}
+	return &shadows{routes: routes, lists: make(map[shadowKey]*shadowList), prefixLens: make(map[int]bool)}
 }
 
 // add files route i, to be found by the routes below it.
 func (s *shadows) add(i int) {
 	r := s.routes[i]
-	var set *shadowSet
-	switch path := r.Path + r.PathPrefix; {
-	case path == "":
-		set = &s.rest
-	case !plainPath(path):
+	path := r.Path + r.PathPrefix
+	if path != "" && !plainPath(path) {
 		return // covers no route (covers)
-	case r.Path != "":
-		set = s.exact[r.Path]
-		if set == nil {
-			set = &shadowSet{}
-			s.exact[r.Path] = set
-		}
-	default:
-		set = s.prefixes[r.PathPrefix]
-		if set == nil {
-			set = &shadowSet{}
-			s.prefixes[r.PathPrefix] = set
-			s.prefixLens[len(r.PathPrefix)] = true
-		}
 	}
-	if set.byHost == nil {
-		set.byHost = make(map[string]*shadowList)
+	if r.PathPrefix != "" {
+		s.prefixLens[len(path)] = true
 	}
-	host := route.FoldHost(r.Host)
-	l := set.byHost[host]
+	k := shadowKey{exact: r.Path != "", path: path, host: route.FoldHost(r.Host)}
+	l := s.lists[k]
 	if l == nil {
 		l = &shadowList{anyMethod: -1, sets: make(map[string]bool)}
-		set.byHost[host] = l
+		s.lists[k] = l
 	}
 	if len(r.Methods) == 0 {
 		if l.anyMethod < 0 {
@@ -361,13 +340,13 @@ func (s *shadows) add(i int) {
 // coveredBy returns the first route added so far that covers route i, or -1.
 func (s *shadows) coveredBy(i int) int {
 	b := s.routes[i]
-	best := s.first(&s.rest, b, -1)
+	best := s.first(false, "", b, -1)
 	path := b.Path + b.PathPrefix
 	if path == "" || !plainPath(path) {
 		return best
 	}
 	if b.Path != "" {
-		best = s.first(s.exact[b.Path], b, best)
+		best = s.first(true, b.Path, b, best)
 	}
 	// A prefix covers path when it is path, or path's start up to a "/"
 	// (the "/" included or not).
@@ -375,7 +354,7 @@ func (s *shadows) coveredBy(i int) int {
 		if end == len(path) || path[end] == '/' {
 			for _, n := range []int{end, end + 1} {
 				if n <= len(path) && s.prefixLens[n] {
-					best = s.first(s.prefixes[path[:n]], b, best)
+					best = s.first(false, path[:n], b, best)
 				}
 			}
 		}
@@ -383,27 +362,22 @@ func (s *shadows) coveredBy(i int) int {
 	return best
 }
 
-// first returns the first route of set that covers b, if it comes before
-// best (or best is -1), else best.
-func (s *shadows) first(set *shadowSet, b Route, best int) int {
-	if set == nil {
-		return best
-	}
+// first returns the first route filed under the path (exact or a prefix)
+// that covers b, if it comes before best (or best is -1), else best.
+func (s *shadows) first(exact bool, path string, b Route, best int) int {
 	for _, host := range []string{"", route.FoldHost(b.Host)} {
-		l := set.byHost[host]
-		if l == nil {
-			continue
-		}
-		if l.anyMethod >= 0 && covers(s.routes[l.anyMethod], b) {
-			best = earlier(best, l.anyMethod)
-		}
-		for n, j := range l.methods {
-			if n == maxShadowChecks || best >= 0 && j >= best {
-				break
+		if l := s.lists[shadowKey{exact, path, host}]; l != nil {
+			if l.anyMethod >= 0 && covers(s.routes[l.anyMethod], b) {
+				best = earlier(best, l.anyMethod)
 			}
-			if covers(s.routes[j], b) {
-				best = j
-				break
+			for n, j := range l.methods {
+				if n == maxShadowChecks || best >= 0 && j >= best {
+					break
+				}
+				if covers(s.routes[j], b) {
+					best = j
+					break
+				}
 			}
 		}
 		if b.Host == "" {
