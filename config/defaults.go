@@ -69,12 +69,16 @@ func override(f *File, opts Options) {
 // normalize folds the ways the file can say "off" into one value per field,
 // after validation, where the limiter takes more than one: a negative
 // exceptionRateStart becomes 0, a negative timeoutThreshold or
-// upstreamTimeout 0. (Thresholds are folded as they are decoded.)
+// upstreamTimeout 0 (thresholds are folded as they are decoded). An
+// absent clusterTokenBucket size is its tokensPerSecond.
 func normalize(f *File) {
 	for i := range f.Points {
 		p := &f.Points[i]
 		p.ExceptionRateStart = max(p.ExceptionRateStart, 0)
 		p.TimeoutThreshold = max(p.TimeoutThreshold, 0)
 		p.UpstreamTimeout = max(p.UpstreamTimeout, 0)
+		if b := &p.ClusterTokenBucket; b.Size == 0 {
+			b.Size = b.TokensPerSecond
+		}
 	}
 }

@@ -402,7 +402,6 @@ func (c *checker) cluster() {
 	used := false
 	for i := range f.Points {
 		pt := &f.Points[i]
-		b := &pt.ClusterTokenBucket
 		base := pl(pt, keyClusterTokenBucket)
 		if !c.d.has(base) {
 			continue
@@ -411,12 +410,8 @@ func (c *checker) cluster() {
 		if f.Cluster == nil {
 			c.p.add(c.key(base), "point %q: %s needs a top-level %s: with the Redis addresses the proxies share", pt.Name, base.field, keyCluster.name)
 		}
-		rate, size := pl(pt, keyClusterBucketTokensPerSecond), pl(pt, keyClusterBucketSize)
-		if !c.d.has(rate) {
+		if !c.d.has(pl(pt, keyClusterBucketTokensPerSecond)) {
 			c.p.add(c.key(base), "point %q: %s needs %s, such as %[3]s: 100", pt.Name, base.field, keyClusterBucketTokensPerSecond.name)
-		}
-		if !c.d.has(size) {
-			b.Size = b.TokensPerSecond
 		}
 	}
 	cl := f.Cluster

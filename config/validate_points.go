@@ -252,9 +252,10 @@ func (c *checker) grpcFallback(p *Point) {
 }
 
 // protection checks a point's recovery ramp, adaptive limit and sheddable
-// share (docs/protections.md): values the limiter would take for its defaults, and settings that
-// would do nothing. sheddable reports whether a route of priority
-// sheddable names the point (false when a route could not be read).
+// share (docs/protections.md): values the limiter would take for its
+// defaults, and settings that would do nothing. sheddable reports whether
+// a route of priority sheddable names the point (false when a route could
+// not be read).
 func (c *checker) protection(p *Point, sheddable, routesKnown bool) {
 	on := func(k *key, positive bool) bool { return c.d.ok(pl(p, k)) && positive }
 	if on(keyRecoveryTime, p.RecoveryTime > 0) && c.d.good(pl(p, keyDelayTime)) && p.DelayTime <= 0 {
