@@ -189,16 +189,9 @@ func tabIndented(data []byte, n int) bool {
 	if n > 1 {
 		start = ends[n-2]
 	}
-	for _, c := range data[start:ends[n-1]] {
-		switch c {
-		case '\t':
-			return true
-		case ' ':
-		default:
-			return false
-		}
-	}
-	return false
+	line := data[start:ends[n-1]]
+	indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
+	return bytes.IndexByte(indent, '\t') >= 0
 }
 
 // firstBadLine returns the smallest n such that the first n lines of data
