@@ -293,23 +293,19 @@ func (d *decoder) text(k *key, v *yaml.Node, dst reflect.Value) {
 	if !ok {
 		return
 	}
+	if len(k.enum) > 0 && !slices.Contains(k.enum, s.Value) {
+		d.p.add(pos{v.Line, v.Column}, "%s: want %s, got %q", k.name, want, s.Value)
+		return
+	}
 	switch dst.Interface().(type) {
 	case string:
 		dst.SetString(s.Value)
 	case []byte:
 		dst.SetBytes([]byte(s.Value))
 	case bool:
-		if !slices.Contains(k.enum, s.Value) {
-			d.p.add(pos{v.Line, v.Column}, "%s: want %s, got %q", k.name, want, s.Value)
-			return
-		}
 		dst.SetBool(s.Value == k.enum[1])
 	case limiter.Priority:
-		pr, ok := limiter.ParsePriority(s.Value)
-		if !ok {
-			d.p.add(pos{v.Line, v.Column}, "%s: want %s, got %q", k.name, want, s.Value)
-			return
-		}
+		pr, _ := limiter.ParsePriority(s.Value) // the enum's names are the limiter's
 		dst.Set(reflect.ValueOf(pr))
 	}
 }

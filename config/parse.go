@@ -250,7 +250,7 @@ const (
 func readAdminToken(d *decoded, dir string, p *problems) {
 	f := d.f
 	l := top(keyAdminTokenFile)
-	if !d.has(l) || d.bad[l] {
+	if !d.ok(l) {
 		return
 	}
 	at := d.at[l].val
@@ -268,7 +268,6 @@ func readAdminToken(d *decoded, dir string, p *problems) {
 	token := bytes.TrimSpace(data)
 	if problem := checkAdminToken(token); problem != "" {
 		p.add(at, "%s: %s %s; generate one with: head -c 32 /dev/urandom | base64 > %s", l.field, name, problem, name)
-
 		return
 	}
 	f.AdminToken = token
