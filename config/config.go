@@ -27,9 +27,8 @@ import (
 )
 
 // File is one parsed, defaulted and validated sds.yaml. Its settings are
-// the top-level keys (keys.go); those of keyListen, keyAdmin, keyTLS,
-// keyH2C and keyCluster need a restart to change, the others apply on a
-// reload.
+// the top-level keys (keys.go); a change of listen, admin, tls, h2c or
+// cluster needs a restart, the others apply on a reload.
 type File struct {
 	// Path is the file the config was read from ("" for Default).
 	Path string
