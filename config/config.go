@@ -1,12 +1,15 @@
-// Package config reads sds.yaml: the schema of the README's Configuration
-// section, strict decoding with
-// line:col positions, defaults, validation that gathers every problem, and
-// the difference between two configs. Package config/watch hot-reloads
-// the file.
+// Package config reads sds.yaml: strict decoding with line:col positions,
+// defaults, validation that gathers every problem, and the difference
+// between two configs. Package config/watch hot-reloads the file.
 //
 // The types here are plain values. The cmd package translates them into
 // proxy and limiter types once per load; nothing below cmd reads a *File per
 // request.
+//
+// Every setting is defined once, in the key table of keys.go: its name,
+// doc, default, unit and bounds, from which decoding, validation, the
+// schema (Schema) and a reload's explanation are derived. The comment of
+// a field here names its key and states only what the table does not.
 //
 // Conventions shared by every type in this package:
 //   - a point's thresholds are the limiter's own (limiter.Policy), where
@@ -23,7 +26,9 @@ import (
 	"github.com/sds-proxy/sds-proxy/route"
 )
 
-// File is one parsed, defaulted and validated sds.yaml.
+// File is one parsed, defaulted and validated sds.yaml. Its settings are
+// the top-level keys (keys.go); a change of listen, admin, tls, h2c or
+// cluster needs a restart, the others apply on a reload.
 type File struct {
 	// Path is the file the config was read from ("" for Default).
 	Path string
@@ -38,62 +43,55 @@ type File struct {
 	// prints them and run logs them on each load.
 	Warnings Errors
 
-	// Listen is the proxy's address, host:port. Default "0.0.0.0:8080".
-	// Changing it needs a restart.
+	// Listen (listen) is the proxy's host:port. Default DefaultListen.
 	Listen string
-	// H2C also accepts cleartext HTTP/2 on Listen. Default false. Changing it
-	// needs a restart.
+	// H2C (h2c) also accepts cleartext HTTP/2 on Listen. Default false.
 	H2C bool
-	// Upstream is the service's base URL: http://, https:// or h2c://
-	// (cleartext HTTP/2), with a host and no path beyond "/". Required, from
-	// the file or Options.Upstream.
+	// Upstream (upstream) is the service's base URL: http://, https:// or
+	// h2c://, with a host and no path beyond "/". Required, from the file
+	// or Options.Upstream.
 	Upstream string
-	// Admin is the admin port's address, host:port. Default "0.0.0.0:9901".
-	// Changing it needs a restart.
+	// Admin (admin) is the admin port's host:port. Default DefaultAdmin.
 	Admin string
-	// ForwardedHeaders sets X-Forwarded-For/Proto/Host for the upstream.
-	// Default true.
+	// ForwardedHeaders (forwardedHeaders) sets X-Forwarded-For/Proto/Host
+	// for the upstream. Default true.
 	ForwardedHeaders bool
-	// Window is the length of every point's sliding window. Default 10s.
+	// Window (window) is the length of every point's sliding window.
+	// Default DefaultWindow.
 	Window time.Duration
-	// Buckets is how many buckets split Window; Window/Buckets is a whole
-	// number of nanoseconds and at least 1ms. Default 10.
+	// Buckets (buckets) split Window, 1 to 1000; Window/Buckets is a whole
+	// number of nanoseconds and at least 1ms. Default DefaultBuckets.
 	Buckets int
-	// PressureTestHeader names the request header that marks pressure-test
-	// traffic when its value is 1 or true. Default "" (no pressure tests).
+	// PressureTestHeader (pressureTestHeader) names the header that marks
+	// pressure-test traffic; "" for none.
 	PressureTestHeader string
-	// AccessLog turns on the access log (docs/operations.md, Logs). Default false.
+	// AccessLog (accessLog) turns on the access log. Default false.
 	AccessLog bool
-	// DrainTimeout is how long SIGTERM waits for in-flight requests before
-	// exiting. Default 25s; 0 exits without waiting.
+	// DrainTimeout (drainTimeout) is how long SIGTERM waits for in-flight
+	// requests. Default DefaultDrainTimeout; 0 exits without waiting.
 	DrainTimeout time.Duration
-	// MaxConnections is the most client connections the proxy port holds
-	// open at once, idle, busy and upgraded ones together: 1 to
-	// 1,000,000. Default DefaultMaxConnections. At the limit a new
-	// connection closes the oldest idle one to get in, or is refused when
-	// every one is busy. A change applies on a reload.
+	// MaxConnections (maxConnections) bounds the client connections open
+	// at once, 1 to 1,000,000. Default DefaultMaxConnections. At the limit
+	// a new connection closes the oldest idle one to get in, or is refused
+	// when every one is busy.
 	MaxConnections int
-	// AdminTokenFile is the file of the admin port's bearer token, as an
-	// absolute path (the file's relative one resolved against the config
-	// file's directory; as written after ParseText); "" for none, which
-	// turns the runtime switches off.
+	// AdminTokenFile (adminTokenFile) is the file of the admin port's
+	// bearer token, absolute after Parse (as written after ParseText); ""
+	// for none, which turns the runtime switches off.
 	AdminTokenFile string
 	// AdminToken is the token read from AdminTokenFile, surrounding white
 	// space removed: at least MinAdminToken visible ASCII characters. nil
 	// without the file, and after ParseText. A reload reads it again.
 	AdminToken []byte
-	// TLS is the inbound TLS setting; the zero value serves cleartext.
-	// Changing it needs a restart.
+	// TLS (tls) is the inbound TLS setting; the zero value serves cleartext.
 	TLS TLS
-
-	// Cluster is the Redis of the points' shared token buckets; nil when
-	// the file has no cluster:. Changing it needs a restart.
+	// Cluster (cluster) is the Redis of the points' shared token buckets;
+	// nil when the file has none.
 	Cluster *Cluster
-
-	// Routes map requests to points; the first match wins. File order.
+	// Routes (routes) map requests to points; the first match wins.
 	Routes []Route
-	// Points are the protected points, in file order. Every point is named
-	// by at least one route.
+	// Points (points) are the protected points. Every point is named by at
+	// least one route.
 	Points []Point
 }
 
@@ -107,12 +105,11 @@ func (f *File) Point(name string) *Point {
 	return nil
 }
 
-// TLS is the inbound TLS setting (docs/tls.md, "TLS, HTTP/2 and gRPC"). At most
-// one of the certificate
-// pair and ACME is set.
+// TLS is the inbound TLS setting (docs/tls.md): the certificate pair or
+// ACME, at most one. A path is absolute after Parse, as written after
+// ParseText.
 type TLS struct {
-	// CertFile and KeyFile are PEM files, both or neither. A relative path
-	// in the file is resolved against the config file's directory.
+	// CertFile and KeyFile are PEM files, both or neither.
 	CertFile, KeyFile string
 	// ACME obtains certificates automatically; nil when not used.
 	ACME *ACME
@@ -121,30 +118,14 @@ type TLS struct {
 // Enabled reports whether inbound TLS is configured.
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.ACME != nil }
 
-// ACME asks an ACME CA for certificates.
+// ACME asks an ACME CA for certificates; its fields are the keys under
+// tls.acme (keys.go). Domains holds at least one name. "" is absent: no
+// email, Let's Encrypt production, the system's roots, certmagic's
+// storage, no HTTP-01 challenge. CARoot and Storage are absolute after
+// Parse; replicas that share Storage share their certificates.
 type ACME struct {
-	// Domains to obtain certificates for; at least one.
-	Domains []string
-	// Email is the ACME account's contact address; "" for none.
-	Email string
-	// CA is the ACME directory URL; "" for certmagic's default
-	// (Let's Encrypt production).
-	CA string
-	// CARoot is a PEM file of the root certificate(s) to trust when
-	// talking to CA, for a private ACME server; "" trusts the system's
-	// roots. A relative path is resolved against the config file's
-	// directory.
-	CARoot string
-	// Storage is the directory holding the ACME account, keys and
-	// certificates; "" for certmagic's default ($XDG_DATA_HOME/certmagic,
-	// else $HOME/.local/share/certmagic). Replicas that share it share
-	// their certificates. A relative path is resolved against the config
-	// file's directory.
-	Storage string
-	// HTTPListen is a cleartext host:port that answers ACME HTTP-01
-	// challenges (and redirects every other request to https); "" turns
-	// the HTTP-01 challenge off, leaving TLS-ALPN-01 on the proxy port.
-	HTTPListen string
+	Domains                                []string
+	Email, CA, CARoot, Storage, HTTPListen string
 }
 
 // Route sends the requests it matches to a point. Every condition that is
@@ -152,18 +133,16 @@ type ACME struct {
 type Route struct {
 	// Point names the point; it exists in File.Points.
 	Point string
-	// Methods the request's method must be one of; nil matches any. Upper
-	// case, as written.
+	// Methods, upper case, the request's method must be one of; nil
+	// matches any.
 	Methods []string
-	// Path is an exact path to match, starting with "/"; "" for any.
-	Path string
-	// PathPrefix is a path prefix to match, starting with "/"; "" for any.
-	// At most one of Path and PathPrefix is set.
-	PathPrefix string
+	// Path is an exact path, PathPrefix a path prefix, each starting with
+	// "/" and at most one set; "" for any.
+	Path, PathPrefix string
 	// Host is the request's host to match, as written; "" for any.
 	Host string
-	// Priority is the matched requests' priority (docs/protections.md, Priority
-	// shedding); the zero Priority is limiter.PriorityDefault.
+	// Priority is the matched requests' priority; the zero Priority is
+	// limiter.PriorityDefault.
 	Priority limiter.Priority
 }
 
@@ -178,18 +157,14 @@ func (r Route) Rule() route.Rule {
 type Point struct {
 	// Name is the point's name: letters, digits, '.', '_' and '-'.
 	Name string
-
 	// Policy holds the point's thresholds, downgrade rate, delay and mode,
 	// as the limiter defines them (units, zero values, boundaries and
-	// limits): the file's keys decode into it, an absent or negative
-	// threshold (SDS's -1) as off, and validation reports what
-	// limiter.Policy.Check rejects.
+	// limits); validation reports what limiter.Policy.Check rejects.
 	limiter.Policy
-
 	// UpstreamTimeout is a hard deadline for the upstream call. 0 = none.
 	UpstreamTimeout time.Duration
 	// FallbackOnError answers the fallback instead of 502/504 when the
-	// upstream call fails (transport error or UpstreamTimeout).
+	// upstream call fails.
 	FallbackOnError bool
 	// Fallback is the response of a degraded request.
 	Fallback Fallback
@@ -213,24 +188,19 @@ type Fallback struct {
 	// Headers in file order, names as written. A name given a list of values
 	// appears once per value.
 	Headers [][2]string
-	// Body is the response body, from body or read from bodyFile at parse
-	// time.
-	Body []byte
-	// BodySet is true when body or bodyFile was given (an empty body is then
-	// meant).
+	// Body is the response body, from body or read from bodyFile; BodySet
+	// is true when either was given (an empty body is then meant).
+	Body    []byte
 	BodySet bool
-	// BodyFile is the bodyFile as written, relative to the config file's
-	// directory or absolute; "" when the file gives none. Parse reads it
+	// BodyFile is the bodyFile as written; "" for none. Parse reads it
 	// into Body; ParseText leaves Body nil.
 	BodyFile string
-	// GRPCStatus is the grpc-status, 0-16, that gRPC calls get instead of
-	// the HTTP answer above; used when GRPCStatusSet, else the proxy's
-	// default 14 (UNAVAILABLE).
+	// GRPCStatus is the grpc-status, 0-16, that gRPC calls get, used when
+	// GRPCStatusSet, else the proxy's default 14 (UNAVAILABLE).
 	GRPCStatus    int
 	GRPCStatusSet bool
-	// GRPCMessage is the grpc-message that gRPC calls get, as written (the
-	// proxy percent-encodes it); "" = not set (the proxy then names the
-	// point and the strategy).
+	// GRPCMessage is the grpc-message that gRPC calls get, as written; ""
+	// = not set (the proxy then names the point and the strategy).
 	GRPCMessage string
 }
 
@@ -239,3 +209,50 @@ type Fallback struct {
 type Options struct {
 	Listen, Upstream, Admin string
 }
+
+// Cluster is the Redis that the points' shared token buckets live in
+// (docs/fleet.md): top-level cluster:, whose keys (keys.go) are its fields.
+// "" is absent: the default user, no password, no Sentinel. No request
+// ever waits on Redis: calls are made in the background.
+type Cluster struct {
+	// Addresses are host:port addresses, at least one and at most 64.
+	Addresses []string
+	Username  string
+	// PasswordFile is absolute after Parse. The proxy reads it for every
+	// new connection; the config holds no password.
+	PasswordFile string
+	// TLS, when not nil, speaks TLS to Redis.
+	TLS *ClusterTLS
+	// DB is the database number, 0 or more; a Redis Cluster has only 0.
+	DB         int
+	MasterName string
+	// KeyPrefix defaults to DefaultClusterKeyPrefix.
+	KeyPrefix string
+	// Timeout bounds every call to Redis, from 1ms to 10s. Default
+	// DefaultClusterTimeout.
+	Timeout time.Duration
+	// Replicas is how many proxies share the buckets, 1 to 10,000.
+	// Default 1.
+	Replicas int
+}
+
+// ClusterTLS is TLS to Redis (cluster.tls). Its zero value trusts the
+// system's roots, presents no client certificate (CertFile and KeyFile,
+// both or neither) and verifies the address's host.
+type ClusterTLS struct {
+	CAFile, CertFile, KeyFile, ServerName string
+}
+
+// ClusterTokenBucket is a point's token bucket shared by every proxy of
+// the same Redis and point name, judged after the local strategies. The
+// zero value is none.
+type ClusterTokenBucket struct {
+	// TokensPerSecond fills the shared bucket, 1 to 1e9.
+	TokensPerSecond int64
+	// Size is the most tokens the shared bucket holds, 1 to 1e12. Default
+	// TokensPerSecond. The bucket starts full.
+	Size int64
+}
+
+// On reports whether the point has a shared bucket.
+func (b ClusterTokenBucket) On() bool { return b.TokensPerSecond > 0 }

@@ -57,22 +57,17 @@ const maxNodes = 200_000
 type span struct{ key, val pos }
 
 // decoded is a decoded file before validation: f holds every key the file
-// names with the value as written (negative thresholds not yet folded to
-// -1), and the defaults for the rest.
+// names with the value as written, and the defaults for the rest.
 type decoded struct {
-	f *File
-	// at holds the position of every key present in the file.
-	at map[loc]span
+	f    *File
+	at   map[loc]span // the position of every key present in the file
+	root pos          // where the top-level mapping starts
 	// bad holds the keys present whose value could not be decoded (the
 	// problem is already reported); rules about them are not judged.
 	bad map[loc]bool
-	// root is where the top-level mapping starts.
-	root pos
 	// negative holds the text of each threshold and duration written
-	// negative ("-1", "-1ms"): an off value as the file spells it, which
-	// decoding folds (a threshold to off, delayTime's -1 to 0), so that a
-	// message can say such a key is off rather than not set. nil until
-	// one is.
+	// negative ("-1", "-1ms"), which decoding folds to off, so that a
+	// message can say such a key is off rather than not set.
 	negative map[loc]string
 }
 
@@ -101,8 +96,8 @@ func (d *decoded) good(ls ...loc) bool {
 	return true
 }
 
-// decoder walks the YAML node tree by the schema of sds.yaml (the keys
-// defined in keys.go), into the Go fields the keys name.
+// decoder walks the YAML node tree by the keys of keys.go into the Go
+// fields they name.
 type decoder struct {
 	p      *problems
 	out    *decoded
@@ -151,7 +146,7 @@ func decode(data []byte, p *problems) *decoded {
 		p.add(d.out.root, "the file must be a mapping of keys such as %s: and %s:, got %s", keyUpstream.name, keyPoints.name, describe(d.resolve(root)))
 		return nil
 	}
-	d.top(root)
+	d.fields(root, "at the top level", loc{}, topSection, reflect.ValueOf(d.out.f).Elem())
 	return d.out
 }
 
@@ -160,11 +155,10 @@ func fileEmpty(p *problems) {
 	p.add(pos{1, 1}, "the file is empty; it needs at least %s: and %s:", keyUpstream.name, keyPoints.name)
 }
 
-// syntaxError records a YAML syntax error in data. The parser's message
-// names the line where the construct it was reading began, which can be
-// far above the mistake; the line reported is the first whose addition to
-// the lines before it makes them unreadable. The column is 1: the parser
-// does not report one.
+// syntaxError records a YAML syntax error in data at column 1 (the parser
+// gives none) of the first line that makes the lines up to it unreadable:
+// the parser names the line where the construct it was reading began,
+// which can be far above the mistake.
 func syntaxError(p *problems, data []byte, err error) {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	at := pos{}
@@ -184,9 +178,8 @@ func syntaxError(p *problems, data []byte, err error) {
 	p.add(at, "YAML syntax: %s", msg)
 }
 
-// tabIndented reports whether line n of data (from 1) has a tab among the
-// blanks before its first other character; false for n < 1 or past the
-// last line.
+// tabIndented reports whether line n of data (from 1) has a tab in its
+// indentation.
 func tabIndented(data []byte, n int) bool {
 	ends := lineEnds(data)
 	if n < 1 || n > len(ends) {
@@ -196,16 +189,9 @@ func tabIndented(data []byte, n int) bool {
 	if n > 1 {
 		start = ends[n-2]
 	}
-	for _, c := range data[start:ends[n-1]] {
-		switch c {
-		case '\t':
-			return true
-		case ' ':
-		default:
-			return false
-		}
-	}
-	return false
+	line := data[start:ends[n-1]]
+	indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
+	return bytes.IndexByte(indent, '\t') >= 0
 }
 
 // firstBadLine returns the smallest n such that the first n lines of data
@@ -234,11 +220,6 @@ func firstBadLine(data []byte) int {
 		}
 	}
 	return lo
-}
-
-// top decodes the top-level mapping.
-func (d *decoder) top(n *yaml.Node) {
-	d.fields(n, "at the top level", loc{}, topSection, reflect.ValueOf(d.out.f).Elem())
 }
 
 // value decodes v, the value of the key k of the mapping at base, into
@@ -274,8 +255,8 @@ func (d *decoder) value(k *key, v *yaml.Node, base loc, owner reflect.Value) {
 }
 
 // mapping decodes the mapping v of the key k into dst, a struct or a
-// pointer to one, which it allocates: the section's defaults first, and
-// a struct with an On field (limiter.AdaptiveConcurrency) turned on.
+// pointer to one it allocates, after the section's defaults; a struct
+// with an On field (limiter.AdaptiveConcurrency) is turned on.
 func (d *decoder) mapping(k *key, v *yaml.Node, base loc, dst reflect.Value) {
 	if dst.Kind() == reflect.Pointer {
 		dst.Set(reflect.New(dst.Type().Elem()))
@@ -312,31 +293,25 @@ func (d *decoder) text(k *key, v *yaml.Node, dst reflect.Value) {
 	if !ok {
 		return
 	}
+	if len(k.enum) > 0 && !slices.Contains(k.enum, s.Value) {
+		d.p.add(pos{v.Line, v.Column}, "%s: want %s, got %q", k.name, want, s.Value)
+		return
+	}
 	switch dst.Interface().(type) {
 	case string:
 		dst.SetString(s.Value)
 	case []byte:
 		dst.SetBytes([]byte(s.Value))
 	case bool:
-		if !slices.Contains(k.enum, s.Value) {
-			d.p.add(pos{v.Line, v.Column}, "%s: want %s, got %q", k.name, want, s.Value)
-			return
-		}
 		dst.SetBool(s.Value == k.enum[1])
 	case limiter.Priority:
-		pr, ok := limiter.ParsePriority(s.Value)
-		if !ok {
-			d.p.add(pos{v.Line, v.Column}, "%s: want %s, got %q", k.name, want, s.Value)
-			return
-		}
+		pr, _ := limiter.ParsePriority(s.Value) // the enum's names are the limiter's
 		dst.Set(reflect.ValueOf(pr))
 	}
 }
 
-// number decodes an integer into dst: an int or int64, or a
-// limiter.Threshold, which for a kindThreshold key is off when negative
-// (SDS's -1) and otherwise is kept as written, for limiter.Policy.Check
-// to judge.
+// number decodes an integer into dst: an int, an int64 or a
+// limiter.Threshold (key.field).
 func (d *decoder) number(k *key, v *yaml.Node, dst reflect.Value) {
 	n, ok := d.integer(k.name, v)
 	t, threshold := dst.Addr().Interface().(*limiter.Threshold)
@@ -361,30 +336,25 @@ func (d *decoder) routes(n *yaml.Node) {
 		d.p.add(pos{n.Line, n.Column}, "%s: %d routes; a config holds at most %d", keyRoutes.path, len(items), maxRoutes)
 		items = items[:maxRoutes]
 	}
-	// Sized at once: grown by doubling, the routes of a large file cost
-	// twice their size again in copies.
+	// Sized at once: grown by doubling, a large file's routes cost twice
+	// their size again in copies. The same holds for points.
 	d.out.f.Routes = slices.Grow(d.out.f.Routes, len(items))
 	for i, item := range items {
 		r := Route{}
 		base := loc{route: i + 1}
 		d.out.at[base] = span{key: pos{item.Line, item.Column}, val: pos{item.Line, item.Column}}
-		scope := fmt.Sprintf("in route %d", i+1)
 		if d.resolve(item).Kind != yaml.MappingNode {
 			d.p.add(pos{item.Line, item.Column}, "route %d: want a mapping with %s: and %s:, got %s", i+1, keyRoutePoint.name, keyRouteMatch.name, describe(d.resolve(item)))
 			d.out.bad[base] = true
-			d.out.f.Routes = append(d.out.f.Routes, r)
-			continue
+		} else {
+			d.fields(item, fmt.Sprintf("in route %d", i+1), base, routeSection, reflect.ValueOf(&r).Elem())
 		}
-		d.fields(item, scope, base, routeSection, reflect.ValueOf(&r).Elem())
 		d.out.f.Routes = append(d.out.f.Routes, r)
 	}
 }
 
 // points decodes the mapping of points, in file order.
 func (d *decoder) points(n *yaml.Node) {
-	// Sized at once: grown by doubling, the points of a large file cost
-	// their size again in copies (a mapping's content is its keys and
-	// values, in turn).
 	if n.Kind == yaml.MappingNode {
 		d.out.f.Points = slices.Grow(d.out.f.Points, min(len(n.Content)/2, maxPoints))
 	}
@@ -395,14 +365,13 @@ func (d *decoder) points(n *yaml.Node) {
 		if len(d.out.f.Points) >= maxPoints {
 			return
 		}
-		p := newPoint(name)
+		p := Point{Name: name}
 		base := loc{point: name}
 		d.out.at[base] = span{key: pos{k.Line, k.Column}, val: pos{v.Line, v.Column}}
-		scope := fmt.Sprintf("in point %q", name)
 		if m := d.resolve(v); m.Kind != yaml.MappingNode && m.ShortTag() != "!!null" {
 			d.out.bad[base] = true
 		}
-		d.fields(v, scope, base, pointSection, reflect.ValueOf(&p).Elem())
+		d.fields(v, fmt.Sprintf("in point %q", name), base, pointSection, reflect.ValueOf(&p).Elem())
 		d.out.f.Points = append(d.out.f.Points, p)
 	})
 }

@@ -17,7 +17,9 @@ const (
 	// DefaultMaxConnections fits the example Deployment's 128 MiB memory
 	// limit with every connection busy; README "Connection limits" has
 	// the arithmetic.
-	DefaultMaxConnections = 1024
+	DefaultMaxConnections   = 1024
+	DefaultClusterTimeout   = 50 * time.Millisecond
+	DefaultClusterKeyPrefix = "sds:"
 )
 
 // newFile returns a File holding every top-level default.
@@ -51,10 +53,6 @@ func setDefaults(sec *section, v reflect.Value) {
 	}
 }
 
-// newPoint returns a point named name with every strategy off: the zero
-// limiter.Policy.
-func newPoint(name string) Point { return Point{Name: name} }
-
 // override replaces the file's values with the command-line ones given.
 func override(f *File, opts Options) {
 	if opts.Listen != "" {
@@ -71,12 +69,16 @@ func override(f *File, opts Options) {
 // normalize folds the ways the file can say "off" into one value per field,
 // after validation, where the limiter takes more than one: a negative
 // exceptionRateStart becomes 0, a negative timeoutThreshold or
-// upstreamTimeout 0. (Thresholds are folded as they are decoded.)
+// upstreamTimeout 0 (thresholds are folded as they are decoded). An
+// absent clusterTokenBucket size is its tokensPerSecond.
 func normalize(f *File) {
 	for i := range f.Points {
 		p := &f.Points[i]
 		p.ExceptionRateStart = max(p.ExceptionRateStart, 0)
 		p.TimeoutThreshold = max(p.TimeoutThreshold, 0)
 		p.UpstreamTimeout = max(p.UpstreamTimeout, 0)
+		if b := &p.ClusterTokenBucket; b.Size == 0 {
+			b.Size = b.TokensPerSecond
+		}
 	}
 }

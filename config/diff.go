@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/sds-proxy/sds-proxy/limiter"
 )
 
 // Change is what differs between two configs.
@@ -103,9 +107,8 @@ func Diff(from, to *File) Change {
 }
 
 // changedKeys names the top-level settings that differ between two
-// configs, those that apply on a reload and those that need a restart
-// (key.restart), in the order of the keys. The admin token file counts
-// as changed when the token in it did.
+// configs, those that apply on a reload and those that need a restart;
+// adminTokenFile counts as changed when the token in it did.
 func changedKeys(from, to *File) (reload, restart []string) {
 	a, b := reflect.ValueOf(from).Elem(), reflect.ValueOf(to).Elem()
 	for _, k := range topSection.keys {
@@ -127,21 +130,11 @@ func changedKeys(from, to *File) (reload, restart []string) {
 	return reload, restart
 }
 
-// pointsByName returns f's points by name; of two with one name, the
-// first, as File.Point finds it.
-func pointsByName(f *File) map[string]*Point {
-	m := make(map[string]*Point, len(f.Points))
-	for i := range f.Points {
-		if _, ok := m[f.Points[i].Name]; !ok {
-			m[f.Points[i].Name] = &f.Points[i]
-		}
-	}
-	return m
-}
-
-// restartPart returns the settings of f that need a restart
-// (key.restart), in a File of their own; nil for nil.
-func restartPart(f *File) *File {
+// RestartPart returns the settings of f that need a restart, in a File of
+// their own; nil for nil. A process keeps it of the config it started
+// with, rather than the whole config, to compare later ones with
+// (NeedsRestart).
+func RestartPart(f *File) *File {
 	if f == nil {
 		return nil
 	}
@@ -155,9 +148,365 @@ func restartPart(f *File) *File {
 	return out
 }
 
-// restart names the settings that need a restart and differ between a
-// and b (Change.NeedsRestart).
-func restart(a, b *File) []string {
+// NeedsRestart names the settings that need a restart and differ between a
+// and b, as Change.NeedsRestart does. a may be a RestartPart.
+func NeedsRestart(a, b *File) []string {
 	_, r := changedKeys(a, b)
 	return r
+}
+
+// pointsByName returns f's points by name; of two with one name, the
+// first, as File.Point finds it.
+func pointsByName(f *File) map[string]*Point {
+	m := make(map[string]*Point, len(f.Points))
+	for i := range f.Points {
+		if _, ok := m[f.Points[i].Name]; !ok {
+			m[f.Points[i].Name] = &f.Points[i]
+		}
+	}
+	return m
+}
+
+// Setting is one setting that differs between two configs, for a person
+// to read (`sds-proxy validate -diff`).
+type Setting struct {
+	// Key names the setting as the file does: "window", "tls.certFile",
+	// or, within a point, "visitThreshold", "fallback.status".
+	Key string
+	// From and To are the setting's values, written as in the file where
+	// they can be: a string quoted, "off" for a threshold or a duration
+	// that is off, "default" for a fallback field left to the proxy's
+	// default, a body as its size and its first bytes quoted.
+	From, To string
+}
+
+// String returns "key: from -> to".
+func (s Setting) String() string { return s.Key + ": " + s.From + " -> " + s.To }
+
+// PointSettings returns the settings that differ between two versions of
+// a point, in the order of the point's keys (keys.go); nil when none
+// does. It explains what Diff reports as a changed point: when Diff names
+// a point changed, PointSettings names at least one setting.
+func PointSettings(from, to *Point) []Setting {
+	var out settings
+	a, b := reflect.ValueOf(from).Elem(), reflect.ValueOf(to).Elem()
+	for _, k := range pointSection.keys {
+		out.key(k, a, b)
+	}
+	return out
+}
+
+// FileSettings returns the top-level settings that differ between two
+// configs, in the order Diff names them in Change.Settings (reload) and
+// Change.NeedsRestart (restart): a key of restart starts with one of
+// NeedsRestart's names ("tls.certFile" for "tls"). The admin token is
+// never shown, only its file's path (a new token in the same file is a
+// change Diff names, with nothing to show here).
+func FileSettings(from, to *File) (reload, restart []Setting) {
+	var r, s settings
+	a, b := reflect.ValueOf(from).Elem(), reflect.ValueOf(to).Elem()
+	for _, k := range topSection.keys {
+		if k.restart {
+			s.key(k, a, b)
+		} else {
+			r.key(k, a, b)
+		}
+	}
+	return r, s
+}
+
+// key adds the settings of k that differ between a and b, two structs
+// that hold it; routes and points are compared on their own.
+func (s *settings) key(k *key, a, b reflect.Value) {
+	va, vb := field(k, a), field(k, b)
+	switch k.kind {
+	case kindList, kindNamed:
+		return
+	case kindMapping:
+		if va.Kind() == reflect.Pointer {
+			switch {
+			case va.IsNil() && vb.IsNil():
+				return
+			case va.IsNil() || vb.IsNil() || k.whole:
+				s.add(k.path, k.show(a, va), k.show(b, vb))
+				return
+			}
+			va, vb = va.Elem(), vb.Elem()
+		} else if k.show != nil {
+			s.add(k.path, k.show(a, va), k.show(b, vb))
+		}
+		for _, sub := range k.section.keys {
+			s.key(sub, va, vb)
+		}
+		return
+	}
+	from, to := showKey(k, a, va), showKey(k, b, vb)
+	differ := from != to
+	if x, ok := va.Interface().([]byte); ok {
+		// A body is shown cut short, so compared whole, with whether
+		// it is set.
+		differ = !bytes.Equal(x, vb.Bytes()) || a.FieldByName(k.sets).Bool() != b.FieldByName(k.sets).Bool()
+	}
+	if differ {
+		*s = append(*s, Setting{k.path, from, to})
+	}
+}
+
+// showKey writes the value v of k, held by owner, for a Setting: by k's
+// show, or else by its type (showValue; a bool of an enum as its value).
+func showKey(k *key, owner, v reflect.Value) string {
+	if k.show != nil {
+		return k.show(owner, v)
+	}
+	if b, ok := v.Interface().(bool); ok && len(k.enum) == 2 {
+		return k.enum[map[bool]int{false: 0, true: 1}[b]]
+	}
+	return showValue(v)
+}
+
+// showValue writes v by its type: a string quoted ("default" when
+// empty), a threshold or a duration "off" when off, headers as name:
+// "value" pairs, a list of strings joined by spaces, a number in decimal.
+func showValue(v reflect.Value) string {
+	switch x := v.Interface().(type) {
+	case string:
+		if x == "" {
+			return "default"
+		}
+		return strconv.Quote(x)
+	case limiter.Threshold:
+		if n, on := x.Get(); on {
+			return strconv.FormatInt(n, 10)
+		}
+		return "off"
+	case time.Duration:
+		if x <= 0 {
+			return "off"
+		}
+		return x.String()
+	case [][2]string:
+		if len(x) == 0 {
+			return "none"
+		}
+		parts := make([]string, len(x))
+		for i, h := range x {
+			parts[i] = h[0] + ": " + strconv.Quote(h[1])
+		}
+		return strings.Join(parts, ", ")
+	case []string:
+		return strings.Join(x, " ")
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// The show functions of keys.go (key.show).
+
+func showQuoted(_, v reflect.Value) string { return strconv.Quote(v.String()) }
+
+func showText(_, v reflect.Value) string { return fmt.Sprint(v.Interface()) }
+
+// showOrDefault writes a zero value as "default": the field is left to
+// the proxy's or the limiter's default.
+func showOrDefault(_, v reflect.Value) string {
+	if v.IsZero() {
+		return "default"
+	}
+	return showValue(v)
+}
+
+// showFigure writes a clusterTokenBucket figure; 0 is off.
+func showFigure(_, v reflect.Value) string {
+	if v.Int() <= 0 {
+		return "off"
+	}
+	return strconv.FormatInt(v.Int(), 10)
+}
+
+func showOn(_, v reflect.Value) string {
+	if v.FieldByName("On").Bool() {
+		return "on"
+	}
+	return "off"
+}
+
+func showRecoveryStart(owner, _ reflect.Value) string {
+	return strconv.FormatInt(owner.Interface().(Point).RecoveryStartPercent(), 10)
+}
+
+func showSheddableShare(owner, _ reflect.Value) string {
+	return strconv.FormatInt(owner.Interface().(Point).SheddablePercent(), 10)
+}
+
+func showACME(_, v reflect.Value) string {
+	a := v.Interface().(*ACME)
+	if a == nil {
+		return "off"
+	}
+	return keyACMEDomains.name + " " + strings.Join(a.Domains, " ")
+}
+
+func showCluster(_, v reflect.Value) string { return clusterString(v.Interface().(*Cluster)) }
+
+// maxShown bounds how many bytes of a body a Setting quotes.
+const maxShown = 40
+
+// showBody writes a fallback's body as its size and its first bytes
+// quoted, or where it comes from.
+func showBody(owner, _ reflect.Value) string {
+	f := owner.Interface().(Fallback)
+	switch {
+	case !f.BodySet:
+		return "default"
+	case f.Body == nil && f.BodyFile != "":
+		return "from " + keyFallbackBodyFile.name + " " + strconv.Quote(f.BodyFile)
+	case len(f.Body) > maxShown:
+		return fmt.Sprintf("%d bytes %q...", len(f.Body), f.Body[:maxShown])
+	}
+	return fmt.Sprintf("%d bytes %q", len(f.Body), f.Body)
+}
+
+func showGRPCStatus(owner, _ reflect.Value) string {
+	f := owner.Interface().(Fallback)
+	switch {
+	case f.GRPCStatusSet:
+		return strconv.Itoa(f.GRPCStatus)
+	case f.GRPCStatus != 0: // not from a file: the decoder sets both
+		return fmt.Sprintf("default (%d unset)", f.GRPCStatus)
+	}
+	return "default"
+}
+
+// RouteEdit is one line of the difference between two route lists: a
+// route of the old list that is not in the new one, or the reverse.
+type RouteEdit struct {
+	// Added is true for a route of the new list, false for one of the old.
+	Added bool
+	// Index is the route's position in its own list, from 1.
+	Index int
+	// Route is the route.
+	Route Route
+}
+
+// maxDiffCells bounds the table RoutesDiff fills to find the shortest
+// edits: 1<<22 cells of 4 bytes, 16 MiB.
+const maxDiffCells = 1 << 22
+
+// RoutesDiff returns the edits that turn from into to, in the order a line
+// diff prints them: at each place, the old routes removed, then the new
+// ones added. It is nil when the lists are equal, as Diff compares them.
+// The routes both lists begin and end with are kept; between them, the
+// edits are the shortest (a longest common subsequence) when that part
+// of the lists spans at most maxDiffCells (such as 2,000 routes changed
+// on each side), and else every old route of it removed and every new one
+// added, so that two lists of 10,000 routes each are compared in linear
+// time and memory.
+func RoutesDiff(from, to []Route) []RouteEdit {
+	same := func(i, j int) bool { return reflect.DeepEqual(from[i], to[j]) }
+	lo := 0
+	for lo < len(from) && lo < len(to) && same(lo, lo) {
+		lo++
+	}
+	n, m := len(from), len(to)
+	for n > lo && m > lo && same(n-1, m-1) {
+		n, m = n-1, m-1
+	}
+	if (n-lo+1)*(m-lo+1) > maxDiffCells {
+		var out []RouteEdit
+		for i := lo; i < n; i++ {
+			out = append(out, RouteEdit{Index: i + 1, Route: from[i]})
+		}
+		for j := lo; j < m; j++ {
+			out = append(out, RouteEdit{Added: true, Index: j + 1, Route: to[j]})
+		}
+		return out
+	}
+	// common[(i-lo)*w+(j-lo)] is the length of the longest common
+	// subsequence of from[i:n] and to[j:m].
+	w := m - lo + 1
+	common := make([]int32, (n-lo+1)*w)
+	at := func(i, j int) *int32 { return &common[(i-lo)*w+(j-lo)] }
+	for i := n - 1; i >= lo; i-- {
+		for j := m - 1; j >= lo; j-- {
+			if same(i, j) {
+				*at(i, j) = *at(i+1, j+1) + 1
+			} else {
+				*at(i, j) = max(*at(i+1, j), *at(i, j+1))
+			}
+		}
+	}
+	var out []RouteEdit
+	i, j := lo, lo
+	for i < n || j < m {
+		switch {
+		case i < n && j < m && same(i, j):
+			i, j = i+1, j+1
+		case j == m || (i < n && *at(i+1, j) >= *at(i, j+1)):
+			out = append(out, RouteEdit{Index: i + 1, Route: from[i]})
+			i++
+		default:
+			out = append(out, RouteEdit{Added: true, Index: j + 1, Route: to[j]})
+			j++
+		}
+	}
+	return out
+}
+
+// String describes the route on one line: its conditions, then the point,
+// such as "methods GET,HEAD host api.example.com pathPrefix /orders -> orders.read",
+// or "every request -> p" for a route with no condition.
+func (r Route) String() string {
+	var conds []string
+	if len(r.Methods) > 0 {
+		conds = append(conds, keyMatchMethods.name+" "+strings.Join(r.Methods, ","))
+	}
+	if r.Host != "" {
+		conds = append(conds, keyMatchHost.name+" "+r.Host)
+	}
+	if r.Path != "" {
+		conds = append(conds, keyMatchPath.name+" "+r.Path)
+	}
+	if r.PathPrefix != "" {
+		conds = append(conds, keyMatchPathPrefix.name+" "+r.PathPrefix)
+	}
+	if len(conds) == 0 {
+		conds = []string{"every request"}
+	}
+	return strings.Join(conds, " ") + " -> " + r.Point
+}
+
+// settings gathers the settings that differ.
+type settings []Setting
+
+// add appends key when its two values differ.
+func (s *settings) add(key, from, to string) {
+	if from != to {
+		*s = append(*s, Setting{key, from, to})
+	}
+}
+
+// clusterString formats cluster: for a reload's explanation, without
+// secrets (the password stays in its file).
+func clusterString(c *Cluster) string {
+	if c == nil {
+		return "none"
+	}
+	parts := []string{
+		keyClusterAddresses.name, fmt.Sprint(c.Addresses),
+		keyClusterDB.name, strconv.Itoa(c.DB),
+		keyClusterTimeout.name, c.Timeout.String(),
+		keyClusterReplicas.name, strconv.Itoa(c.Replicas),
+		keyClusterKeyPrefix.name, strconv.Quote(c.KeyPrefix),
+	}
+	for _, s := range []struct {
+		key   *key
+		value string
+	}{{keyClusterMasterName, c.MasterName}, {keyClusterUsername, c.Username}, {keyClusterPasswordFile, c.PasswordFile}} {
+		if s.value != "" {
+			parts = append(parts, s.key.name, strconv.Quote(s.value))
+		}
+	}
+	if c.TLS != nil {
+		parts = append(parts, keyClusterTLS.name, fmt.Sprintf("%+v", *c.TLS))
+	}
+	return strings.Join(parts, " ")
 }

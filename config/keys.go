@@ -1,19 +1,16 @@
 package config
 
-// The keys of sds.yaml, defined once: each key is a variable below
-// (keyX), and everything about it comes from there. The decoder walks the
-// sections and decodes each key by its kind into the Go field it names
-// (key.field, found by reflection); validation and its messages, the
-// positions of problems, the reload's explanation (Diff, FileSettings,
-// PointSettings, from key.restart and key.show) and the JSON Schema
-// (Schema: doc, type, default, unit, enum and bounds) are derived from the
-// same definitions.
+// The keys of sds.yaml, defined once: each key is a variable below (keyX).
+// The decoder decodes each key by its kind into the Go field it names;
+// validation and its messages, the positions of problems, a reload's
+// explanation (Diff, FileSettings, PointSettings) and the JSON Schema are
+// derived from the same definitions.
 //
-// To add a key: give its struct its Go field (with the doc comment of its
-// contract), and define the key in its section below, listed in the
-// section's keys. A rule between keys goes in validation. Then regenerate
-// the schema's copy in the repository: go run ./cmd/sds-proxy schema >
-// docs/sds.schema.json (TestSchemaFileIsCurrent fails until then).
+// To add a key: give its struct its Go field, define the key in its
+// section below and list it in the section's keys. A rule between keys
+// goes in validation. Then regenerate the schema's copy in the repository:
+// go run ./cmd/sds-proxy schema > docs/sds.schema.json
+// (TestSchemaFileIsCurrent fails until then).
 
 import (
 	"fmt"
@@ -46,36 +43,31 @@ const (
 // means "none".
 type key struct {
 	name string
-	// path names the key in messages, in the positions of problems and in
-	// a reload's explanation: its name after those of the mappings above
-	// it, joined by ".", from the top level or from the route or point that
-	// holds it ("tls.acme.domains", "fallback.status", "match.path"). The
-	// section that lists the key sets it.
+	// path names the key in messages, positions and explanations: its
+	// name after those of the mappings above it, from the top level or
+	// from its route or point ("tls.acme.domains", "fallback.status").
+	// newSection sets it.
 	path string
 	kind kind
-	// doc says what the key does, for people: the schema's description.
+	// doc is the schema's description.
 	doc string
 	// def is the default as the file would write it (string, bool or
 	// int64); nil when an absent key has no value to state.
 	def any
-	// unit is the unit of a number, for the description ("" for a
-	// duration: its description says how to write one).
+	// unit is the unit of a number, for the description.
 	unit string
 	// enum lists the values a string may take.
 	enum []string
-	// min and max bound an integer, both inclusive (for a duration, its
-	// integer of milliseconds): what validation (key.outside) or the
-	// limiter (limiter.Policy.Check) rejects beyond them.
+	// min and max bound an integer, both inclusive (for a duration, in
+	// milliseconds).
 	min, max *int64
-	// outside is the message of a value beyond min and max, a format
-	// given the value, min and max (durations as such; for a string, its
-	// length beyond maxLength, minLength and maxLength); "" where the
-	// limiter judges the value (limiter.Policy.Check) or a rule of
-	// validation does.
+	// outside is the message of a value beyond min and max (or, for a
+	// string, of a length beyond maxLength), a format given the value,
+	// min and max; "" where limiter.Policy.Check or a rule of validation
+	// judges the value.
 	outside string
 	// empty says what to write instead of an empty string, after "KEY is
-	// empty; "; "" where an empty string is a value, or a rule of
-	// validation or of reading the file judges it.
+	// empty; "; "" where an empty string is a value or a rule judges it.
 	empty string
 	// minLength and maxLength bound a string, in characters.
 	minLength, maxLength int
@@ -85,45 +77,40 @@ type key struct {
 	// maxItems bounds a list's items or a named mapping's names.
 	maxItems int
 	// seconds marks a duration meant in seconds or longer (a window, a
-	// delay): there an integer of milliseconds from 1 to 999 is most likely
-	// a forgotten unit (window: 10 is a 10ms window), which decoding warns
-	// of; 1000 and above, 0, negatives and strings with a unit are not.
+	// delay), where an integer of milliseconds from 1 to 999 is most
+	// likely a forgotten unit, which decoding warns of.
 	seconds bool
 	// section holds the keys of a kindMapping, kindList or kindNamed.
 	section *section
 
-	// field names the Go field the value decodes into, in the struct the
-	// key's section decodes into (found by reflection: a promoted field of
-	// an embedded struct, such as Point's limiter.Policy, is found too).
-	// "" for a mapping whose keys are fields of that same struct (a
-	// route's match). Its type chooses the decoding of the kind: a
-	// limiter.Threshold for kindInt is a number kept as written, for
-	// kindThreshold one whose negative is off; a bool or a
+	// field names the Go field the value decodes into, in the struct of
+	// the key's section (a promoted field too); "" for a mapping whose
+	// keys are fields of that same struct (a route's match). Its type
+	// chooses the decoding: a limiter.Threshold is kept as written for
+	// kindInt, off when negative for kindThreshold; a bool or a
 	// limiter.Priority for a string with an enum is the enum's value.
 	field string
-	// index is field's index in the section's struct (reflect.Value's
-	// FieldByIndex); nil for "". newSection sets it.
+	// index is field's index in the section's struct; nil for "".
 	index []int
 	// sets names a bool field of the same struct set true when the key's
-	// value decodes (the fallback's BodySet, GRPCStatusSet); "" for none.
+	// value decodes (the fallback's BodySet, GRPCStatusSet).
 	sets string
-	// want names a string's value in the message of a wrong type, such as
-	// "a path"; "" is "a string".
+	// want names a string in the message of a wrong type ("" is "a
+	// string").
 	want string
 	// file marks a string that names a file or directory that Parse reads
-	// or checks (File.namesOtherFiles).
+	// or checks (File.ReadsOtherFiles).
 	file bool
 	// sdsOff marks a duration whose -1 (a millisecond) is off, as in SDS,
 	// and decodes to 0; other negatives are kept for validation.
 	sdsOff bool
 	// restart marks a top-level key whose change applies only on a
-	// restart (Change.NeedsRestart); the others apply on a reload.
+	// restart (Change.NeedsRestart).
 	restart bool
-	// show writes the key's value for a reload's explanation (Setting),
-	// given the struct that holds it and the value; nil writes a scalar
-	// by its type (showValue), and explains a mapping key by key. A
-	// mapping with show is explained by it alone when whole is set, or
-	// when only one of the two configs has it.
+	// show writes the key's value for a reload's explanation, given the
+	// struct that holds it and the value; nil writes it by its type
+	// (showValue), a mapping key by key. A mapping with show is explained
+	// by it alone when whole is set or only one of the two configs has it.
 	show  func(owner, v reflect.Value) string
 	whole bool
 }
@@ -131,26 +118,22 @@ type key struct {
 // section is the set of keys one kind of mapping in sds.yaml accepts.
 type section struct {
 	// name names the section in the schema's definitions ("" for the top
-	// level). newSection names a section it is given without a name after
-	// the key that lists it.
+	// level; newSection names an unnamed one after the key that lists it).
 	name string
-	// doc describes the mapping, for the schema.
-	doc  string
+	doc  string // the schema's description
 	keys []*key
 	// index maps each key's name to its place in keys.
 	index map[string]int
-	// defaults marks a section whose struct starts with its keys'
-	// defaults (key.def) set: the top level and cluster. Elsewhere the
-	// zero value of the field is the default.
+	// defaults marks a section whose struct starts with its keys' defaults
+	// set (the top level and cluster); elsewhere the zero value is the
+	// default.
 	defaults bool
 }
 
-// newSection returns the section of keys, indexed by name, whose mapping
-// decodes into a struct of type typ; it sets each key's path and the
-// index of its field in typ, and panics on a field typ does not have. A section under a key is named name, or after that key when
-// name is "". Each section is listed by one key and is built before the
-// key's own section, which puts the key's name before the paths of the
-// keys in the mappings under it.
+// newSection returns the section of keys whose mapping decodes into a
+// struct of type typ, and sets each key's path and field index; it panics
+// on a field typ does not have. A section is built before the key that
+// lists it, which then puts its name before the paths under it.
 func newSection(name string, typ reflect.Type, doc string, keys ...*key) *section {
 	s := &section{name: name, doc: doc, keys: keys, index: make(map[string]int, len(keys))}
 	for i, k := range keys {
@@ -191,9 +174,9 @@ func (s *section) prefix(p string) {
 	}
 }
 
-// walk calls fn with each key of sec, its location in the route or point
-// of base (or the top level) and its value in v, the struct of sec's
-// keys, and so on down the mappings v holds (not the routes and points).
+// walk calls fn with each key of sec, its location under base and its
+// field in v, the struct of sec's keys, and so on down the mappings v
+// holds (not the routes and points).
 func (sec *section) walk(v reflect.Value, base loc, fn func(k *key, l loc, f reflect.Value)) {
 	for _, k := range sec.keys {
 		l, f := base, field(k, v)
@@ -205,8 +188,7 @@ func (sec *section) walk(v reflect.Value, base loc, fn func(k *key, l loc, f ref
 	}
 }
 
-// walk calls fn with each key of f's top level and of each of its
-// points (section.walk).
+// walk is section.walk over f's top level and each of its points.
 func (f *File) walk(fn func(k *key, l loc, v reflect.Value)) {
 	topSection.walk(reflect.ValueOf(f).Elem(), loc{}, fn)
 	for i := range f.Points {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 )
 
 // maxBodyFile bounds a fallback's bodyFile, in bytes.
@@ -89,23 +90,11 @@ func Default(opts Options) (*File, error) {
 	return d.f, nil
 }
 
-// namesOtherFiles reports whether Parse read or checked a file besides
-// the config file itself to make f: a fallback's bodyFile, the
-// adminTokenFile, the TLS, ACME or cluster files (every file readFiles
-// reads or checks: the keys marked file in keys.go). The same bytes of the config file may parse to
-// another File when one of those changed; otherwise they parse to the
-// same File again.
-func (f *File) namesOtherFiles() bool {
-	names := false
-	f.walk(func(k *key, _ loc, v reflect.Value) { names = names || k.file && v.String() != "" })
-	return names
-}
-
-// readFiles reads each fallback's bodyFile into its Body and resolves the
-// TLS files' paths, all relative to dir.
+// readFiles reads the admin token and each fallback's bodyFile (into its
+// Body), and resolves against dir and checks the other files the keys
+// marked file name (keys.go): TLS, ACME and cluster files.
 func readFiles(d *decoded, dir string, p *problems) {
 	readAdminToken(d, dir, p)
-	readClusterFiles(d, dir, p)
 	for i := range d.f.Points {
 		pt := &d.f.Points[i]
 		name := pt.Fallback.BodyFile
@@ -122,36 +111,46 @@ func readFiles(d *decoded, dir string, p *problems) {
 			pt.Fallback.Body = body
 		}
 	}
-	t := &d.f.TLS
-	for _, f := range []struct {
-		key  *key
-		path *string
-	}{{keyTLSCertFile, &t.CertFile}, {keyTLSKeyFile, &t.KeyFile}} {
-		if *f.path == "" {
-			continue
+	topSection.walk(reflect.ValueOf(d.f).Elem(), loc{}, func(k *key, l loc, v reflect.Value) {
+		if k.file && k != keyAdminTokenFile {
+			checkFile(d, dir, p, k, l, v)
 		}
-		name := inDir(dir, *f.path)
-		*f.path = resolve(dir, *f.path)
-		if _, err := os.Stat(name); err != nil {
-			p.add(d.at[top(f.key)].val, "%s: %s", f.key.path, fileProblem(name, err))
-		}
-	}
-	if a := t.ACME; a != nil {
-		if a.CARoot != "" {
-			name := inDir(dir, a.CARoot)
-			a.CARoot = resolve(dir, a.CARoot)
-			if err := checkCARoot(name); err != nil {
-				p.add(d.at[top(keyACMECARoot)].val, "%s: %s", keyACMECARoot.path, fileProblem(name, err))
-			}
-		}
-		if a.Storage != "" {
-			name := inDir(dir, a.Storage)
-			a.Storage = resolve(dir, a.Storage)
-			if info, err := os.Stat(name); err == nil && !info.IsDir() {
-				p.add(d.at[top(keyACMEStorage)].val, "%s: %s is not a directory; give the directory for the ACME account and certificates (created if missing)", keyACMEStorage.path, name)
+	})
+}
 
-			}
+// checkFile resolves the path v of the file key k against dir and checks
+// it. The TLS files are read once at start-up, so a missing one is an
+// error. A missing cluster passwordFile is a warning: the proxy reads it
+// for each connection (a Secret may appear later, and a config is often
+// validated away from the pod that mounts it), and until it is there
+// Redis refuses the proxy, whose points count on their shares.
+func checkFile(d *decoded, dir string, p *problems, k *key, l loc, v reflect.Value) {
+	cluster := slices.Contains(clusterTLSSection.keys, k) || k == keyClusterPasswordFile
+	if v.String() == "" {
+		if cluster && d.ok(l) {
+			p.add(d.at[l].val, "%s is empty; give a file's path, or remove the key", l.field)
 		}
+		return
+	}
+	name := inDir(dir, v.String())
+	v.SetString(resolve(dir, v.String()))
+	var err error
+	switch info, statErr := os.Stat(name); {
+	case k == keyACMECARoot:
+		err = checkCARoot(name)
+	case k == keyACMEStorage:
+		if statErr == nil && !info.IsDir() {
+			p.add(d.at[l].val, "%s: %s is not a directory; give the directory for the ACME account and certificates (created if missing)", l.field, name)
+		}
+	case statErr != nil && k == keyClusterPasswordFile:
+		p.warn(d.at[l].val, "%s: %s; until it is there Redis refuses this proxy and each point counts on its share", l.field, fileProblem(name, statErr))
+	case statErr != nil:
+		err = statErr
+	case cluster && !info.Mode().IsRegular():
+		err = fmt.Errorf("%s is not a regular file", name)
+	}
+	if err != nil {
+		p.add(d.at[l].val, "%s: %s", l.field, fileProblem(name, err))
 	}
 }
 
@@ -235,4 +234,68 @@ func readFile(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
 	}
 	return data, nil
+}
+
+// Limits of the admin port's bearer token (File.AdminToken).
+const (
+	// MinAdminToken is the fewest characters a token may have: 16
+	// random ones are beyond guessing through the admin port.
+	MinAdminToken = 16
+	// maxAdminTokenFile bounds the token file, in bytes.
+	maxAdminTokenFile = 4 << 10
+)
+
+// readAdminToken reads adminTokenFile, relative to dir, into
+// File.AdminToken and makes File.AdminTokenFile absolute.
+func readAdminToken(d *decoded, dir string, p *problems) {
+	f := d.f
+	l := top(keyAdminTokenFile)
+	if !d.ok(l) {
+		return
+	}
+	at := d.at[l].val
+	if f.AdminTokenFile == "" {
+		p.add(at, "%s is empty; give the path of the file holding the admin port's token, or remove the key to leave the runtime switches off", l.field)
+		return
+	}
+	name := inDir(dir, f.AdminTokenFile)
+	f.AdminTokenFile = resolve(dir, f.AdminTokenFile)
+	data, err := readFile(name, maxAdminTokenFile)
+	if err != nil {
+		p.add(at, "%s: %s", l.field, fileProblem(name, err))
+		return
+	}
+	token := bytes.TrimSpace(data)
+	if problem := checkAdminToken(token); problem != "" {
+		p.add(at, "%s: %s %s; generate one with: head -c 32 /dev/urandom | base64 > %s", l.field, name, problem, name)
+		return
+	}
+	f.AdminToken = token
+}
+
+// checkAdminToken returns what is wrong with a token, or "".
+func checkAdminToken(token []byte) string {
+	if len(token) < MinAdminToken {
+		return fmt.Sprintf("holds a token of %d characters; it needs at least %d", len(token), MinAdminToken)
+	}
+	for _, c := range token {
+		if c <= ' ' || c > '~' {
+			return fmt.Sprintf("holds a token with %q in it; a token is visible ASCII characters only, on one line", rune(c))
+		}
+	}
+	return ""
+}
+
+// ReadFile reads the config file at path as Load does: a regular file (a
+// named pipe is refused, not opened) of at most 1 MiB.
+func ReadFile(path string) ([]byte, error) { return readFile(path, maxFileSize) }
+
+// ReadsOtherFiles reports whether Parse read or checked a file besides the
+// config file itself to make f (a bodyFile, the adminTokenFile, the TLS,
+// ACME or cluster files: the keys marked file in keys.go). When it did
+// not, the same bytes of the config file parse to the same File again.
+func (f *File) ReadsOtherFiles() bool {
+	names := false
+	f.walk(func(k *key, _ loc, v reflect.Value) { names = names || k.file && v.String() != "" })
+	return names
 }

@@ -84,7 +84,15 @@ func keySchema(k *key) map[string]any {
 	switch k.kind {
 	case kindString:
 		s["type"] = "string"
-		stringLimits(s, k)
+		if k.minLength > 0 {
+			s["minLength"] = k.minLength
+		}
+		if k.maxLength > 0 {
+			s["maxLength"] = k.maxLength
+		}
+		if k.pattern != "" {
+			s["pattern"] = k.pattern
+		}
 		if len(k.enum) > 0 {
 			s["enum"] = k.enum
 		}
@@ -135,19 +143,6 @@ func keySchema(k *key) map[string]any {
 		}
 	}
 	return s
-}
-
-// stringLimits adds k's length bounds and pattern to s.
-func stringLimits(s map[string]any, k *key) {
-	if k.minLength > 0 {
-		s["minLength"] = k.minLength
-	}
-	if k.maxLength > 0 {
-		s["maxLength"] = k.maxLength
-	}
-	if k.pattern != "" {
-		s["pattern"] = k.pattern
-	}
 }
 
 // numberLimits adds k's bounds to s.

@@ -25,12 +25,22 @@ const (
 	// maxConnectionsLimit bounds maxConnections: far beyond what a sidecar's
 	// memory holds, and each connection needs a file descriptor.
 	maxConnectionsLimit = 1_000_000
+
+	maxClusterTimeout      = 10 * time.Second
+	maxReplicas            = 10_000
+	maxClusterAddresses    = 64
+	maxClusterTokensPerSec = 1_000_000_000
+	maxClusterBucketSize   = 1_000_000_000_000
+
+	maxGRPCStatus = 16 // UNAUTHENTICATED, the last code gRPC defines
+	// maxGRPCMessage bounds grpcMessage, in bytes: it travels in a header,
+	// and gRPC clients refuse header lists above 8-16 KiB.
+	maxGRPCMessage = 1024
 )
 
-// checker runs the rules of the README's Configuration section over a
-// decoded file. Each rule reports
-// at the position of the key it is about and skips keys whose value was of
-// the wrong type (already reported by decode).
+// checker runs the rules of validation over a decoded file. Each rule
+// reports at the position of the key it is about and skips keys whose
+// value was of the wrong type (already reported by decode).
 type checker struct {
 	d    *decoded
 	p    *problems
@@ -52,8 +62,7 @@ func validate(d *decoded, opts Options, p *problems) {
 }
 
 // bounds reports the value f of the key k at l when it is beyond k's
-// bounds (key.outside), or an empty string where k says what to write
-// instead (key.empty).
+// bounds (key.outside) or empty (key.empty).
 func (c *checker) bounds(k *key, l loc, f reflect.Value) {
 	switch {
 	case !c.d.ok(l) || k.kind == kindMapping:
@@ -74,8 +83,7 @@ func inBounds(k *key, n int64) bool {
 }
 
 // limits returns k's bounds in the unit of its value (nanoseconds for a
-// duration; its bounds count milliseconds), the extremes of int64 where
-// it has none.
+// duration), the extremes of int64 where it has none.
 func limits(k *key) (lo, hi int64) {
 	unit := int64(1)
 	if k.kind == kindDuration {
@@ -119,8 +127,7 @@ func (c *checker) val(l loc) pos {
 	return c.key(l)
 }
 
-// top is the location of the key k of the top level or of a mapping
-// under it.
+// top is the location of the top-level key k, or of one under it.
 func top(k *key) loc { return loc{field: k.path} }
 
 // item is the location of item i of the list at l, from 0.
@@ -129,15 +136,14 @@ func (l loc) item(i int) loc {
 	return l
 }
 
-// wrong reports a problem with the value of the key at l (not an item of
-// a list), the message starting with the key's path.
+// wrong reports a problem with the value of the key at l, the message
+// starting with the key's path.
 func (c *checker) wrong(l loc, format string, args ...any) {
 	c.p.add(c.val(l), l.field+": "+format, args...)
 }
 
-// setting reports a problem with a top-level setting that a flag of the
-// key's name may have given: against the flag when it did, else at the
-// value in the file.
+// setting reports a problem with a top-level setting: against the flag
+// of the key's name when it gave the value, else at the value in the file.
 func (c *checker) setting(k *key, flagValue, format string, args ...any) {
 	if flagValue != "" {
 		c.p.flag(k.name, format, args...)
@@ -264,7 +270,7 @@ func (c *checker) window() {
 // settings checks the other top-level settings.
 func (c *checker) settings() {
 	f := c.d.f
-	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader != "" && !isToken(f.PressureTestHeader) {
+	if l := top(keyPressureTestHeader); c.d.ok(l) && f.PressureTestHeader != "" && !tokenRE.MatchString(f.PressureTestHeader) {
 		c.wrong(l, "%q is not a header name; write one such as X-Pressure-Test", f.PressureTestHeader)
 	}
 	if f.H2C && f.TLS.Enabled() && c.d.ok(top(keyH2C)) {
@@ -274,12 +280,9 @@ func (c *checker) settings() {
 }
 
 // grpcUpstream warns when h2c: true takes cleartext HTTP/2 from clients
-// but the upstream is http://, which the proxy calls over HTTP/1.1: gRPC
-// needs HTTP/2 on both sides, so every gRPC call then fails (docs/tls.md).
-// It is a warning, not an error: a client that sends plain HTTP over
-// cleartext HTTP/2 is still served. With tls, h2c is already an error; an
-// http:// upstream behind tls alone is not judged, as HTTP/2 over TLS says
-// nothing of gRPC.
+// but the upstream is http://, called over HTTP/1.1, so gRPC calls fail
+// (docs/tls.md). A warning: plain HTTP over cleartext HTTP/2 is still
+// served. (With tls, h2c is an error already.)
 func (c *checker) grpcUpstream() {
 	f := c.d.f
 	if !f.H2C || f.TLS.Enabled() || !c.d.ok(top(keyH2C)) || !c.d.good(top(keyUpstream)) {
@@ -350,14 +353,11 @@ func (c *checker) tls() {
 	}
 }
 
-// isToken reports whether s is an RFC 9110 token: a method or a header name.
-func isToken(s string) bool { return tokenRE.MatchString(s) }
-
 // isSpaceOrControl reports whether r is an ASCII space or control character.
 func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 
-// validHostname reports whether s is a DNS name: dot-separated labels of
-// letters, digits, '-' and '_', each 1-63 bytes, 253 at most in all.
+// validHostname reports whether s is a DNS name: labels of letters,
+// digits, '-' and '_', each 1-63 bytes, 253 at most in all.
 func validHostname(s string) bool {
 	s = strings.TrimSuffix(s, ".")
 	if s == "" || len(s) > 253 {
@@ -394,4 +394,65 @@ func validHostPort(s string) bool {
 func validPort(s string) bool {
 	n, err := strconv.Atoi(s)
 	return err == nil && n >= 1 && n <= 65535 && s[0] != '+'
+}
+
+// cluster checks cluster: and every point's clusterTokenBucket.
+func (c *checker) cluster() {
+	f := c.d.f
+	used := false
+	for i := range f.Points {
+		pt := &f.Points[i]
+		base := pl(pt, keyClusterTokenBucket)
+		if !c.d.has(base) {
+			continue
+		}
+		used = true
+		if f.Cluster == nil {
+			c.p.add(c.key(base), "point %q: %s needs a top-level %s: with the Redis addresses the proxies share", pt.Name, base.field, keyCluster.name)
+		}
+		if !c.d.has(pl(pt, keyClusterBucketTokensPerSecond)) {
+			c.p.add(c.key(base), "point %q: %s needs %s, such as %[3]s: 100", pt.Name, base.field, keyClusterBucketTokensPerSecond.name)
+		}
+	}
+	cl := f.Cluster
+	if cl == nil {
+		return
+	}
+	if !used {
+		c.p.warn(c.key(top(keyCluster)), "%[1]s: no point has a %[2]s, so Redis is never called; add %[2]s: {%[3]s: N} to a point, or remove %[1]s:", keyCluster.path, keyClusterTokenBucket.name, keyClusterBucketTokensPerSecond.name)
+	}
+	if l := top(keyClusterAddresses); c.d.good(l) {
+		switch {
+		case len(cl.Addresses) == 0:
+			c.p.add(c.key(top(keyCluster)), "%s: needs %s, such as %[2]s: [redis.default.svc:6379]", keyCluster.path, keyClusterAddresses.name)
+		case len(cl.Addresses) > maxClusterAddresses:
+			c.wrong(l, "%d addresses; at most %d", len(cl.Addresses), maxClusterAddresses)
+		}
+		for i, a := range cl.Addresses {
+			if problem := redisAddress(a); problem != "" {
+				c.p.add(c.val(l.item(i)), "%s: %q %s", l.field, a, problem)
+			}
+		}
+	}
+	if l := top(keyClusterDB); c.d.good(l) && cl.DB > 0 && len(cl.Addresses) > 1 && cl.MasterName == "" {
+		c.wrong(l, "%d with several addresses (a Redis Cluster), which has only database 0", cl.DB)
+	}
+	if t := cl.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+		c.p.add(c.key(top(keyClusterTLS)), "%s: %s and %s go together; give both for a client certificate, or neither", keyClusterTLS.path, keyClusterTLSCertFile.name, keyClusterTLSKeyFile.name)
+	}
+}
+
+// redisAddress returns what is wrong with a Redis host:port, or "".
+func redisAddress(a string) string {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil || host == "" {
+		return "is not a host:port address; write it as redis.default.svc:6379"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "has no port from 1 to 65535"
+	}
+	if net.ParseIP(host) == nil && !validHostname(host) {
+		return "has a host that is neither an IP address nor a host name"
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -48,12 +49,12 @@ func (c *checker) points() {
 	}
 }
 
-// pl is the location of the key k of a point, or of a mapping under it.
+// pl is the location of the key k of point p.
 func pl(p *Point, k *key) loc { return loc{point: p.Name, field: k.path} }
 
 // thresholds checks each setting of a point on its own: the limits of
-// limiter.Policy.Check, and the values the limiter runs but that would
-// degrade every request, which the file can only mean by mistake.
+// limiter.Policy.Check, and values that would degrade every request,
+// which the file can only mean by mistake.
 func (c *checker) thresholds(p *Point) {
 	if l := pl(p, keyTimeoutThreshold); c.d.ok(l) && p.TimeoutThreshold == 0 {
 		c.wrong(l, "0 counts every call as a timeout; write a duration such as 250ms, or -1 to turn it off")
@@ -90,9 +91,9 @@ func (c *checker) thresholds(p *Point) {
 	}
 }
 
-// policyKey returns the path of the point key whose Go field is field,
-// a field of limiter.Policy as a limiter.FieldError names it, such as
-// "AdaptiveConcurrency.MinLimit"; field itself when no key has it.
+// policyKey returns the path of the point key of field, as a
+// limiter.FieldError names it ("AdaptiveConcurrency.MinLimit"); field
+// itself when no key has it.
 func policyKey(field string) string {
 	sec, path := pointSection, field
 	for name := range strings.SplitSeq(field, ".") {
@@ -114,9 +115,8 @@ func sdsValue(t limiter.Threshold) int64 {
 }
 
 // needs reports, at the key k of point p, that k is set without the key
-// other it works with, which is absent ("is not") or off ("is -1
-// (off)", its value as written, or "is 0 (off)" for a duration of 0): why
-// k then does nothing, and an example of other.
+// other it works with, absent or off (as written: "-1 (off)", "0 (off)"):
+// why k then does nothing, and an example of other.
 func (c *checker) needs(p *Point, k, other *key, why, example string) {
 	state, verb := "not", "add"
 	if l := pl(p, other); c.d.has(l) {
@@ -128,11 +128,11 @@ func (c *checker) needs(p *Point, k, other *key, why, example string) {
 	c.p.add(c.key(pl(p, k)), "%[1]s is set but %[2]s is %[5]s: %[3]s; %[6]s %[2]s: %[4]s or remove %[1]s", k.path, other.path, why, example, state, verb)
 }
 
-// combinations checks the settings of a point that only work together
-// (docs/configuration.md, Configuration: settings that would silently do nothing are errors).
+// combinations checks the settings of a point that only work together:
+// settings that would silently do nothing are errors.
 func (c *checker) combinations(p *Point) {
-	// on reports whether a setting is present, well typed and above floor.
-	// off reports whether it is absent, or well typed and at most floor.
+	// on: present, well typed and above floor; off: absent, or well typed
+	// and at most floor.
 	on := func(k *key, v, floor int64) bool { return c.d.ok(pl(p, k)) && v > floor }
 	off := func(k *key, v, floor int64) bool {
 		return !c.d.has(pl(p, k)) || c.d.ok(pl(p, k)) && v <= floor
@@ -186,25 +186,16 @@ func (c *checker) combinations(p *Point) {
 // that is wrong but not off (0 for a count) counts as on: it is reported
 // on its own.
 func (c *checker) strategy(p *Point) (on, known bool) {
-	fields := map[*key]int64{
-		keyVisitThreshold:                     sdsValue(p.VisitThreshold),
-		keyTokenBucketGeneratedTokensInSecond: sdsValue(p.TokensPerSecond),
-		keyConcurrentThreshold:                sdsValue(p.ConcurrentThreshold),
-		keyExceptionThreshold:                 sdsValue(p.ExceptionThreshold),
-		keyExceptionRateThreshold:             sdsValue(p.ExceptionRateThreshold),
-		keyTimeoutThreshold:                   int64(p.TimeoutThreshold),
-		keyTimeoutCountThreshold:              sdsValue(p.TimeoutCountThreshold),
-	}
-	set := map[*key]bool{}
-	for k, v := range fields {
-		if c.d.bad[pl(p, k)] {
-			return false, false
-		}
-		set[k] = c.d.has(pl(p, k)) && v >= 0
-	}
-	on = set[keyVisitThreshold] || set[keyTokenBucketGeneratedTokensInSecond] || set[keyConcurrentThreshold] ||
-		set[keyExceptionThreshold] || set[keyExceptionRateThreshold] || set[keyTimeoutThreshold] && set[keyTimeoutCountThreshold]
-	return on, true
+	set := func(k *key, v int64) bool { return c.d.has(pl(p, k)) && v >= 0 }
+	on = set(keyVisitThreshold, sdsValue(p.VisitThreshold)) ||
+		set(keyTokenBucketGeneratedTokensInSecond, sdsValue(p.TokensPerSecond)) ||
+		set(keyConcurrentThreshold, sdsValue(p.ConcurrentThreshold)) ||
+		set(keyExceptionThreshold, sdsValue(p.ExceptionThreshold)) ||
+		set(keyExceptionRateThreshold, sdsValue(p.ExceptionRateThreshold)) ||
+		set(keyTimeoutThreshold, int64(p.TimeoutThreshold)) && set(keyTimeoutCountThreshold, sdsValue(p.TimeoutCountThreshold))
+	known = c.d.good(pl(p, keyVisitThreshold), pl(p, keyTokenBucketGeneratedTokensInSecond), pl(p, keyConcurrentThreshold),
+		pl(p, keyExceptionThreshold), pl(p, keyExceptionRateThreshold), pl(p, keyTimeoutThreshold), pl(p, keyTimeoutCountThreshold))
+	return on && known, known
 }
 
 // fallback checks a point's fallback response.
@@ -224,7 +215,7 @@ func (c *checker) fallback(p *Point) {
 		name, value := h[0], h[1]
 		canon := http.CanonicalHeaderKey(name)
 		switch {
-		case !isToken(name):
+		case !tokenRE.MatchString(name):
 			c.p.add(c.key(l), "%s: %q is not a header name; write one such as Content-Type", headers.field, name)
 			continue
 		case canon == "Content-Length" || canon == "Transfer-Encoding":
@@ -242,23 +233,10 @@ func (c *checker) fallback(p *Point) {
 	}
 }
 
-// Limits of a fallback's gRPC answer.
-const (
-	maxGRPCStatus = 16 // UNAUTHENTICATED, the last code gRPC defines
-	// maxGRPCMessage bounds grpcMessage, in bytes: it travels in a header,
-	// and gRPC clients refuse header lists above 8-16 KiB.
-	maxGRPCMessage = 1024
-)
-
-// grpcFallback warns where an HTTP fallback is written for a point that
-// gRPC clients may call without saying what they get.
-//
-// The rule (the README states it): when the config carries gRPC (h2c: true,
-// or an h2c:// upstream), a fallback that sets status, body or bodyFile
-// but neither grpcStatus nor grpcMessage is a warning. gRPC clients never
-// get that HTTP answer (they get grpc-status 14 and a message naming the
-// point and strategy), so its author most likely meant something for them
-// that they do not see.
+// grpcFallback warns when the config carries gRPC (h2c: true, or an
+// h2c:// upstream) and a fallback sets status, body or bodyFile but
+// neither grpcStatus nor grpcMessage: gRPC clients never get that HTTP
+// answer, so its author most likely meant something they do not see.
 func (c *checker) grpcFallback(p *Point) {
 	f := c.d.f
 	carriesGRPC := f.H2C || strings.HasPrefix(f.Upstream, "h2c://")
@@ -271,4 +249,55 @@ func (c *checker) grpcFallback(p *Point) {
 		}
 		c.p.warn(c.key(pl(p, keyFallback)), "point %q: gRPC clients (%s) never get this fallback's HTTP status and body; they get grpc-status 14 (UNAVAILABLE) with a message naming the point and strategy; set %s or %s to say what they get", p.Name, via, keyFallbackGRPCStatus.path, keyFallbackGRPCMessage.path)
 	}
+}
+
+// protection checks a point's recovery ramp, adaptive limit and sheddable
+// share (docs/protections.md): values the limiter would take for its
+// defaults, and settings that would do nothing. sheddable reports whether
+// a route of priority sheddable names the point (false when a route could
+// not be read).
+func (c *checker) protection(p *Point, sheddable, routesKnown bool) {
+	on := func(k *key, positive bool) bool { return c.d.ok(pl(p, k)) && positive }
+	if on(keyRecoveryTime, p.RecoveryTime > 0) && c.d.good(pl(p, keyDelayTime)) && p.DelayTime <= 0 {
+		c.needs(p, keyRecoveryTime, keyDelayTime, "the ramp starts when a delay ends, so it never starts", "30s")
+	}
+	if c.d.ok(pl(p, keyRecoveryStart)) && c.d.good(pl(p, keyRecoveryTime)) && p.RecoveryTime <= 0 {
+		c.needs(p, keyRecoveryStart, keyRecoveryTime, "there is no ramp to start", "10s")
+	}
+	a := p.AdaptiveConcurrency
+	for _, f := range []struct {
+		key  *key
+		bad  bool
+		want string
+	}{
+		{keyAdaptiveMinLimit, a.MinLimit < 1, "a limit of at least 1, such as 3"},
+		{keyAdaptiveMaxLimit, a.MaxLimit < 1, "a limit of at least " + keyAdaptiveMinLimit.name + ", such as 1000"},
+		{keyAdaptiveInterval, a.Interval <= 0, "a duration of at least 1ms, such as 100ms"},
+		{keyAdaptiveMinLatencyInterval, a.MinLatencyInterval <= 0, "a duration such as 1m"},
+	} {
+		if l := pl(p, f.key); c.d.ok(l) && f.bad {
+			c.wrong(l, "write %s (absent: the default)", f.want)
+		}
+	}
+	counts := p.VisitThreshold != limiter.Threshold{} || p.TokensPerSecond != limiter.Threshold{} ||
+		p.ConcurrentThreshold != limiter.Threshold{} || a.On
+	countsKnown := c.d.good(pl(p, keyVisitThreshold), pl(p, keyTokenBucketGeneratedTokensInSecond), pl(p, keyConcurrentThreshold))
+	share := pl(p, keySheddableShare)
+	if !c.d.ok(share) {
+		if sheddable && !counts && countsKnown {
+			c.p.warn(c.key(loc{point: p.Name}), "point %q: routes of %s sheddable name it, but it has no count threshold (%s) for them to use a share of, so they are judged as default requests", p.Name, keyRoutePriority.name, countKeys())
+		}
+		return
+	}
+	if routesKnown && !sheddable {
+		c.p.add(c.key(share), "%[1]s is set but no route of %[2]s sheddable names point %[3]q, so no request uses it; add %[2]s: sheddable to a route of the point or remove %[1]s", share.field, keyRoutePriority.name, p.Name)
+	}
+	if !counts && countsKnown {
+		c.p.add(c.key(share), "%[1]s is set but point %[2]q has no count threshold to share (%[3]s); add one or remove %[1]s", share.field, p.Name, countKeys())
+	}
+}
+
+// countKeys names the count thresholds that a sheddable share divides.
+func countKeys() string {
+	return fmt.Sprintf("%s, %s, %s, %s", keyVisitThreshold.path, keyTokenBucketGeneratedTokensInSecond.path, keyConcurrentThreshold.path, keyAdaptiveConcurrency.path)
 }

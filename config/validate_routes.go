@@ -12,8 +12,7 @@ import (
 // maxNamesListed bounds the point names a message lists.
 const maxNamesListed = 20
 
-// pointNames tells which point names a route may give, for messages: up to
-// maxNamesListed of them.
+// pointNames tells which point names a route may give, for messages.
 func (c *checker) pointNames() string {
 	names := make([]string, 0, min(len(c.d.f.Points), maxNamesListed))
 	more := 0
@@ -36,7 +35,7 @@ func (c *checker) pointNames() string {
 }
 
 // routes checks each route: its point, its match, and that no route above
-// it matches all its requests. Its time is linear in the routes (shadows).
+// it matches all its requests (in time linear in the routes: shadows).
 func (c *checker) routes() {
 	f := c.d.f
 	complete := c.completeRoutes()
@@ -80,10 +79,9 @@ func (c *checker) routes() {
 	}
 }
 
-// completeRoutes reports for each route whether it decoded completely,
-// match included, and gives at most one of path and pathPrefix, so that it
-// can be compared with the others. A route that gives both is an error
-// already (match), and what it matches is not what its author meant.
+// completeRoutes reports for each route whether it can be compared with
+// the others: it decoded completely, match included, and gives at most one
+// of path and pathPrefix (both is an error of its own).
 func (c *checker) completeRoutes() []bool {
 	complete := make([]bool, len(c.d.f.Routes))
 	for i, r := range c.d.f.Routes {
@@ -97,8 +95,7 @@ func (c *checker) completeRoutes() []bool {
 	return complete
 }
 
-// rl is the location of the key k of route n (from 1), or of a mapping
-// under it.
+// rl is the location of the key k of route n (from 1).
 func rl(n int, k *key) loc { return loc{route: n, field: k.path} }
 
 // match checks the match of route n.
@@ -114,7 +111,7 @@ func (c *checker) match(n int, r Route) {
 	for i, m := range r.Methods {
 		at := c.val(methods.item(i))
 		switch {
-		case !isToken(m):
+		case !tokenRE.MatchString(m):
 			c.p.add(at, "route %d: %q is not an HTTP method; write one such as GET or POST", n, m)
 		case m != strings.ToUpper(m):
 			c.p.add(at, "route %d: method %q is not upper case, and methods are case-sensitive; write %s", n, m, strings.ToUpper(m))
@@ -156,24 +153,15 @@ func (c *checker) match(n int, r Route) {
 			c.p.add(c.val(l), "route %d: %s %q is not a host name (with an optional :port) such as shop.example; leave out scheme and path", n, keyMatchHost.name, r.Host)
 		}
 	}
-
 }
 
 // filePrefix warns when the pathPrefix p of route n (at l) ends in what
 // looks like a file's name without its extension, such as /index: a
-// prefix matches whole path segments (docs/semantics.md), so /index
-// matches /index and /index/..., never /index.html, and the route's point
-// never sees the requests its author most likely meant.
-//
-// The rule keeps false positives few, since an ordinary prefix names a
-// folder or an API resource (/api/orders, /app): it judges only a prefix
-// spelt as routed (plainPath), not ending in '/', whose last segment has
-// no '.' and is either a name that on the web is a file's, not a folder's
-// (fileExtension: index, favicon, robots, sitemap, ...), or a build
-// output's name (main, app, bundle, vendor, runtime, polyfills, style)
-// under a folder of static assets (static, assets, dist, build, public,
-// js, css). /index, /docs/index and /static/js/main are warned of;
-// /api/orders, /app, /static/img and /index/ are not.
+// prefix matches whole path segments (docs/semantics.md), so /index never
+// matches /index.html. An ordinary prefix names a folder or an API
+// resource (/api/orders, /app), so to keep false positives few it judges
+// only a prefix spelt as routed (plainPath), not ending in '/', whose last
+// segment fileExtension knows.
 func (c *checker) filePrefix(n int, l loc, p string) {
 	if !plainPath(p) || strings.HasSuffix(p, "/") {
 		return
@@ -187,11 +175,10 @@ func (c *checker) filePrefix(n int, l loc, p string) {
 }
 
 // fileExtension returns the extension, with its dot, that a file called
-// name (a path segment with no '.') most often has on the web, when name
-// is one that a file has far more often than a folder: always for index,
-// favicon, robots and the like; for the names of build outputs (main, app,
-// bundle ...) only under folder, a path ending in '/', one of whose
-// segments is a folder of static assets. It returns "" for any other name.
+// name most often has on the web, when name is a file's far more often
+// than a folder's: index, favicon, robots and the like anywhere, the names
+// of build outputs (main, app, bundle ...) only when folder has a segment
+// of static assets (static, js, css ...); "" for any other name.
 func fileExtension(name, folder string) string {
 	switch strings.ToLower(name) {
 	case "index":
@@ -229,10 +216,9 @@ func fileExtension(name, folder string) string {
 }
 
 // unroutablePath says why no request could ever match the route path p, or
-// returns "" when one could: the proxy's own check (route.Normalize), for
-// the proxy answers a request whose path holds an encoded slash, a
-// backslash or an invalid escape with 400 (docs/semantics.md, "Paths are
-// normalised"), before any route is tried.
+// returns "" when one could, by the proxy's own check (route.Normalize):
+// it answers a path with an encoded slash, a backslash or an invalid
+// escape 400 before routing (docs/semantics.md).
 func unroutablePath(p string) string {
 	var bad *route.PathError
 	if _, err := route.Normalize(route.Rule{Path: p}); !errors.As(err, &bad) {
@@ -253,8 +239,7 @@ func unroutablePath(p string) string {
 
 // plainPath reports whether the route path p is spelt as the proxy routes
 // it, with no escape, repeated slash or dot segment, so that covers and
-// filePrefix can judge it as written. They leave other spellings alone
-// (covers says why).
+// filePrefix can judge it as written.
 func plainPath(p string) bool {
 	if strings.Contains(p, "%") || strings.Contains(p, "//") {
 		return false
@@ -268,13 +253,10 @@ func plainPath(p string) bool {
 }
 
 // covers reports whether route a matches every request that route b
-// matches, by the router's own matching (route.Covers), so that b, listed
-// after a, can never match. It judges only routes written alike: paths
-// spelt as the proxy routes them (plainPath) and, where a names a host,
-// b's host the same but for case. A shadowed route is an error that
-// refuses the file, and judging every spelling the router folds (a host
-// with and without its port or trailing dot, escaped paths) would refuse
-// files that load today.
+// matches (route.Covers), so that b, listed after a, can never match. It
+// judges only routes written alike (plain paths, hosts equal but for
+// case): a shadowed route refuses the file, and judging every spelling the
+// router folds would refuse files that load today.
 func covers(a, b Route) bool {
 	if a.Host != "" && !strings.EqualFold(a.Host, b.Host) {
 		return false
@@ -283,4 +265,132 @@ func covers(a, b Route) bool {
 		return false
 	}
 	return route.Covers(a.Rule(), b.Rule())
+}
+
+// maxShadowChecks bounds, for each route, how many routes above it that
+// share its path and host (and differ from each other in their methods)
+// are compared with it to find one that covers it. Routes that differ in
+// path or host are never compared, so a table of distinct paths costs one
+// lookup per route; the bound only cuts the search in a table that lists
+// hundreds of method sets on one path and host.
+const maxShadowChecks = 64
+
+// shadows finds, for each route in turn, the first route above it that
+// matches every request it would (covers), in time linear in the routes
+// and their paths. Routes are added with add, in order, once checked; each
+// gives at most one of Path and PathPrefix (completeRoutes).
+type shadows struct {
+	routes []Route
+	// lists holds the routes added so far by the path covers compares
+	// them on and the fold of their host.
+	lists map[shadowKey]*shadowList
+	// prefixLens marks the lengths of the path prefixes in lists, so that
+	// a path is looked up only at lengths some prefix has.
+	prefixLens map[int]bool
+}
+
+// shadowKey is an exact path, a path prefix, or none (path ""), and a
+// folded host ("" for none).
+type shadowKey struct {
+	exact      bool
+	path, host string
+}
+
+// shadowList is the routes of one shadowKey: the first route with no
+// methods, and the first route of each other method set, in order.
+type shadowList struct {
+	anyMethod int   // the first route naming no method, or -1
+	methods   []int // the first route of each method set, in order
+	sets      map[string]bool
+}
+
+func newShadows(routes []Route) *shadows {
+	return &shadows{routes: routes, lists: make(map[shadowKey]*shadowList), prefixLens: make(map[int]bool)}
+}
+
+// add files route i, to be found by the routes below it.
+func (s *shadows) add(i int) {
+	r := s.routes[i]
+	path := r.Path + r.PathPrefix
+	if path != "" && !plainPath(path) {
+		return // covers no route (covers)
+	}
+	if r.PathPrefix != "" {
+		s.prefixLens[len(path)] = true
+	}
+	k := shadowKey{exact: r.Path != "", path: path, host: route.FoldHost(r.Host)}
+	l := s.lists[k]
+	if l == nil {
+		l = &shadowList{anyMethod: -1, sets: make(map[string]bool)}
+		s.lists[k] = l
+	}
+	if len(r.Methods) == 0 {
+		if l.anyMethod < 0 {
+			l.anyMethod = i
+		}
+		return
+	}
+	key := strings.Join(r.Methods, "\x00")
+	if l.anyMethod < 0 && !l.sets[key] {
+		l.sets[key] = true
+		l.methods = append(l.methods, i)
+	}
+}
+
+// coveredBy returns the first route added so far that covers route i, or -1.
+func (s *shadows) coveredBy(i int) int {
+	b := s.routes[i]
+	best := s.first(false, "", b, -1)
+	path := b.Path + b.PathPrefix
+	if path == "" || !plainPath(path) {
+		return best
+	}
+	if b.Path != "" {
+		best = s.first(true, b.Path, b, best)
+	}
+	// A prefix covers path when it is path, or path's start up to a "/"
+	// (the "/" included or not).
+	for end := range len(path) + 1 {
+		if end == len(path) || path[end] == '/' {
+			for _, n := range []int{end, end + 1} {
+				if n <= len(path) && s.prefixLens[n] {
+					best = s.first(false, path[:n], b, best)
+				}
+			}
+		}
+	}
+	return best
+}
+
+// first returns the first route filed under the path (exact or a prefix)
+// that covers b, if it comes before best (or best is -1), else best.
+func (s *shadows) first(exact bool, path string, b Route, best int) int {
+	for _, host := range []string{"", route.FoldHost(b.Host)} {
+		if l := s.lists[shadowKey{exact, path, host}]; l != nil {
+			if l.anyMethod >= 0 && covers(s.routes[l.anyMethod], b) {
+				best = earlier(best, l.anyMethod)
+			}
+			for n, j := range l.methods {
+				if n == maxShadowChecks || best >= 0 && j >= best {
+					break
+				}
+				if covers(s.routes[j], b) {
+					best = j
+					break
+				}
+			}
+		}
+		if b.Host == "" {
+			break
+		}
+	}
+	return best
+}
+
+// earlier returns the lower of two route indexes, where -1 is none.
+func earlier(a, b int) int {
+	if a < 0 || b >= 0 && b < a {
+		return b
+	}
+	return a
 }

@@ -1,7 +1,7 @@
 package config
 
-// The helpers that walk yaml.v3 nodes for decode: mappings with strict
-// keys, lists, and scalars of one type each, every problem at its position.
+// The helpers that walk yaml.v3 nodes for decode, every problem at its
+// position.
 
 import (
 	"fmt"
@@ -77,10 +77,8 @@ func (d *decoder) entries(n *yaml.Node, what, want string, each func(key string,
 	}
 }
 
-// fields decodes the mapping n into owner, the struct of sec's keys: each
-// key must be one sec defines, decoded by value into the field it names.
-// It records each key's position under base (base.field is the prefix of
-// the key's path).
+// fields decodes the mapping n into owner, the struct of sec's keys, and
+// records each key's position under base (base.field prefixes its path).
 func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, owner reflect.Value) {
 	what := strings.TrimPrefix(strings.TrimPrefix(scope, "in "), "at ")
 	if base.field != "" {
@@ -125,8 +123,7 @@ func (d *decoder) negative(l loc, v *yaml.Node) {
 
 // bareMillis warns when the value v of the duration key k, one meant in
 // seconds (key.seconds), is an integer of milliseconds from 1 to 999:
-// window: 10 is a 10ms window, and most likely meant 10s. 0 and negatives
-// (off) and 1000 or more are not warned of, nor a duration with a unit.
+// window: 10 is a 10ms window, and most likely meant 10s.
 func (d *decoder) bareMillis(k *key, v *yaml.Node) {
 	s := follow(v)
 	if s.Kind != yaml.ScalarNode || s.ShortTag() != "!!int" {
@@ -191,9 +188,8 @@ func (d *decoder) integer(key string, v *yaml.Node) (int64, bool) {
 	return n, true
 }
 
-// duration decodes a Go duration string ("250ms", "1m30s") or an integer
-// of milliseconds (250) into dst, the value of k: for a key whose -1 is
-// off (key.sdsOff), -1ms decodes to 0.
+// duration decodes a Go duration string ("250ms") or an integer of
+// milliseconds (250) into dst, the value of k (key.sdsOff folds -1ms to 0).
 func (d *decoder) duration(k *key, v *yaml.Node, dst reflect.Value) {
 	s := d.resolve(v)
 	want := fmt.Sprintf("%s: want a duration such as 250ms or an integer of milliseconds", k.name)
@@ -222,8 +218,8 @@ func (d *decoder) duration(k *key, v *yaml.Node, dst reflect.Value) {
 	dst.SetInt(int64(dur))
 }
 
-// strings decodes a list of strings into dst, recording each item's
-// position as base.field[i].
+// strings decodes a list of strings into dst, each item's position at
+// base.field[i].
 func (d *decoder) strings(key string, v *yaml.Node, base loc, dst reflect.Value) {
 	items, ok := d.sequence(v, key, "a list such as [a, b]")
 	if !ok {
@@ -272,8 +268,8 @@ func describe(n *yaml.Node) string {
 }
 
 // suggest returns "; did you mean X?" for the known key nearest to key, or
-// the list of known keys when none is near. It compares up to 100 keys of
-// up to 32 bytes, to keep its cost small.
+// the list of known keys when none is near. It bounds its cost by
+// comparing at most 100 keys of at most 32 bytes.
 func suggest(key string, known []string) string {
 	if len(known) > 100 || len(key) > 32 {
 		return ""
