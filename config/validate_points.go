@@ -279,9 +279,28 @@ func (c *checker) protection(p *Point, sheddable, routesKnown bool) {
 			c.wrong(l, "write %s (absent: the default)", f.want)
 		}
 	}
+	q := p.Queue
+	for _, f := range []struct {
+		key  *key
+		zero bool // the limiter takes 0 for its default, and judges the rest
+		want string
+	}{
+		{keyQueueMaxWait, q.MaxWait == 0, "a wait of at least 1ms, such as 500ms"},
+		{keyQueueTarget, q.Target == 0, "a duration of at least 1ms, such as 50ms"},
+		{keyQueueInterval, q.Interval == 0, "a duration of at least the target, such as 1s"},
+		{keyQueueMaxLength, q.MaxLength == 0, "a length of at least 1, such as 1000"},
+	} {
+		if l := pl(p, f.key); c.d.ok(l) && f.zero {
+			c.wrong(l, "write %s instead of 0 (absent: the default)", f.want)
+		}
+	}
 	counts := p.VisitThreshold != limiter.Threshold{} || p.TokensPerSecond != limiter.Threshold{} ||
 		p.ConcurrentThreshold != limiter.Threshold{} || a.On
 	countsKnown := c.d.good(pl(p, keyVisitThreshold), pl(p, keyTokenBucketGeneratedTokensInSecond), pl(p, keyConcurrentThreshold))
+	limits := p.TokensPerSecond != limiter.Threshold{} || p.ConcurrentThreshold != limiter.Threshold{} || a.On
+	if q := pl(p, keyQueue); c.d.ok(q) && !limits && countsKnown && c.d.good(pl(p, keyAdaptiveConcurrency)) {
+		c.p.add(c.key(q), "%[1]s is set but point %[2]q has no limit to wait at (%[3]s, %[4]s or %[5]s), so no request ever waits; add one or remove %[1]s", q.field, p.Name, keyConcurrentThreshold.path, keyAdaptiveConcurrency.path, keyTokenBucketGeneratedTokensInSecond.path)
+	}
 	share := pl(p, keySheddableShare)
 	if !c.d.ok(share) {
 		if sheddable && !counts && countsKnown {
