@@ -232,10 +232,9 @@ type Adaptive struct {
 type Queue struct {
 	// Length is the number of requests waiting now.
 	Length int `json:"length"`
-	// Standing is true while the queue stands: its oldest request waited
-	// longer than Target for a whole Interval and it has not emptied
-	// since; it then serves the newest first and sheds what waited longer
-	// than Target.
+	// Standing is true while the queue stands (package proxy/queue says
+	// when it starts and stops): it then serves the newest first and
+	// sheds what waited longer than Target.
 	Standing bool `json:"standing"`
 	// Target is the target in force, a duration: the setting, or, without
 	// one, the one that follows the upstream's mean time.
