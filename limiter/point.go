@@ -230,6 +230,12 @@ type Request struct {
 	// bucket shared by every proxy. A request the point degrades takes
 	// nothing from it.
 	Gate Gate
+	// WholeLimit lets a sheddable request use the whole of the limits in
+	// flight (ConcurrentThreshold, the adaptive limit) rather than its
+	// SheddableShare of them: the caller's queue has no request of a
+	// higher priority waiting for a slot, so the share would keep a slot
+	// idle for nobody (Queue). The other shares still apply.
+	WholeLimit bool
 	// Wait asks, for a point with a Queue, for a Verdict with Wait set
 	// instead of a degradation when the request fails only a limit it may
 	// wait at (Queue). Enforcing points only: a shadow point judges as
@@ -309,7 +315,7 @@ func (p *Point) judgeRequest(c *Call, now time.Time, r Request) Verdict {
 		}
 	}
 
-	j := p.judge(now, cur, pr)
+	j := p.judge(now, cur, pr, r.WholeLimit)
 	j.v.Events |= ev
 	if j.v.Strategy == 0 {
 		if st.tripped.Load() && st.tripped.CompareAndSwap(true, false) {
@@ -466,7 +472,7 @@ func (j *judgement) load(w *window, cur int64) {
 // the share of one it would pass in full sets Verdict.Sheddable. It reads
 // the exact window counts only when it must: see window for the bound
 // that spares the visit strategy the sum.
-func (p *Point) judge(now time.Time, cur int64, pr Priority) (j judgement) {
+func (p *Point) judge(now time.Time, cur int64, pr Priority, wholeLimit bool) (j judgement) {
 	s := &p.s
 	w := p.st.win
 	shed := pr == PrioritySheddable
@@ -502,11 +508,12 @@ func (p *Point) judge(now time.Time, cur int64, pr Priority) (j judgement) {
 	}
 	if p.exact {
 		n := p.st.inflight.Add(1) + w.inflight() // this request included
-		if conc := s.ConcurrentThreshold; conc.on && p.overLimit(&j, Concurrent, n, conc.n, shed) {
+		shedSlots := shed && !wholeLimit
+		if conc := s.ConcurrentThreshold; conc.on && p.overLimit(&j, Concurrent, n, conc.n, shedSlots) {
 			p.st.inflight.Add(-1)
 			return j
 		}
-		if p.ad != nil && p.overLimit(&j, Adaptive, n, p.ad.current(&s.AdaptiveConcurrency), shed) {
+		if p.ad != nil && p.overLimit(&j, Adaptive, n, p.ad.current(&s.AdaptiveConcurrency), shedSlots) {
 			p.st.inflight.Add(-1)
 			if !j.v.Sheddable {
 				p.ad.full()

@@ -14,13 +14,13 @@ import (
 // (package proxy/queue), in order of priority:
 //
 //   - critical before default before sheddable;
-//   - within a priority, first in first out while the queue drains; once
-//     it stands (its oldest request has waited longer than Target for a
-//     whole Interval, until it drains within Target for a whole
-//     Interval), newest first
-//     (adaptive LIFO: those whose clients are still waiting go first), and
-//     a request that has waited longer than Target is shed, the lowest
-//     priority and the oldest first (CoDel), never a critical one;
+//   - within a priority, first in first out while its requests drain;
+//     once they stand (their oldest has waited longer than Target for a
+//     whole Interval, until none has waited for as long as Target),
+//     newest first (adaptive LIFO: those whose clients are still
+//     waiting go first), and those that waited longer than Target are
+//     shed, sheddable ones before default ones, the oldest first (CoDel),
+//     never critical ones;
 //   - nobody waits longer than MaxWait, and at most MaxLength wait: past
 //     it the lowest priority's oldest is shed.
 //
@@ -41,10 +41,10 @@ type Queue struct {
 	// MinQueueTarget, at most MaxWait): a queue is as long as a few calls
 	// take, which fits a 1ms service and a 50ms one alike.
 	Target time.Duration
-	// Interval is how long the oldest request must have waited longer
-	// than Target, without the queue emptying, before the queue stands;
-	// at least Target. 0: 2*MaxWait, so that a burst the service drains
-	// within MaxWait is never judged standing.
+	// Interval is how long a priority's oldest request must have waited
+	// longer than Target, without a break, before that priority's
+	// requests stand; at least Target. 0: 2*MaxWait, so that a burst the
+	// service drains within MaxWait never stands.
 	Interval time.Duration
 	// MaxLength is the most requests waiting, 1 to MaxQueueLength. 0:
 	// DefaultQueueMaxLength.

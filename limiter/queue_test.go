@@ -152,3 +152,25 @@ func TestQueueCheck(t *testing.T) {
 		t.Errorf("defaults %+v", d)
 	}
 }
+
+// WholeLimit lets a sheddable request use every slot, past its share;
+// without it the share holds.
+func TestWholeLimitForSheddable(t *testing.T) {
+	p := mustPoint(t, settings(func(s *Settings) { s.ConcurrentThreshold, s.Queue = At(4), Queue{On: true} }))
+	now := at(0)
+	for i := range 3 { // the share: 80% of 4
+		if v, _ := enterWaiting(p, now, PrioritySheddable); !v.Allowed {
+			t.Fatalf("sheddable %d within its share: %+v", i+1, v)
+		}
+	}
+	if v, _ := enterWaiting(p, now, PrioritySheddable); !v.Wait || !v.Sheddable {
+		t.Fatalf("fourth sheddable: %+v, want Wait at its share", v)
+	}
+	c := new(Call)
+	if v := p.Enter(c, now, Request{Priority: PrioritySheddable, Wait: true, WholeLimit: true}); !v.Allowed {
+		t.Fatalf("fourth sheddable with WholeLimit: %+v, want admitted", v)
+	}
+	if v := p.Enter(new(Call), now, Request{Priority: PrioritySheddable, Wait: true, WholeLimit: true}); !v.Wait || v.Sheddable {
+		t.Errorf("fifth: %+v, want Wait at the whole limit", v)
+	}
+}

@@ -61,7 +61,7 @@ type Handler struct {
 	forces  forces            // operators' switches by point name (force.go)
 	// changes logs and records the points' state changes, throttled.
 	changes *statelog.Log
-	queues  queues // by point name, across reloads (wait.go)
+	queues  queue.Set // by point name, across reloads (wait.go)
 }
 
 // snapshot is a Config with what the request path derives from it: the
@@ -83,7 +83,7 @@ type snapshot struct {
 
 // New returns a Handler serving cfg.
 func New(cfg *Config, opts Options) *Handler {
-	h := &Handler{opts: opts, now: opts.Now, changes: statelog.New(opts.Logger, opts.Events), queues: queues{}}
+	h := &Handler{opts: opts, now: opts.Now, changes: statelog.New(opts.Logger, opts.Events)}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -130,7 +130,7 @@ func (h *Handler) Swap(cfg *Config) {
 		}
 	}
 	s.routes = newRouteTable(cfg.Routes)
-	s.queues = h.queues.swap(cfg, h.now)
+	s.queues = h.keepQueues(cfg)
 	s.sources = make([]metrics.Source, len(cfg.Points))
 	for i, p := range cfg.Points {
 		s.sources[i] = metrics.Source{Limiter: p.lim, Gated: p.shared != nil, Queue: s.queues[p]}
@@ -219,7 +219,9 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 		c.verdict.Allowed = true
 		return
 	}
-	req := limiter.Request{Priority: priority, Gate: p.shared, Wait: c.queue != nil}
+	// With a queue and nobody waiting, a sheddable request may use every
+	// slot: a request of a higher priority that comes waits for the next.
+	req := limiter.Request{Priority: priority, Gate: p.shared, Wait: c.queue != nil, WholeLimit: c.queue != nil}
 	req.PressureTest = c.snap.PressureTestHeader != "" && isTrue(r.Header.Get(c.snap.PressureTestHeader))
 	if c.queue != nil && c.queue.Len() > 0 {
 		c.verdict = limiter.Verdict{Wait: true} // behind those waiting, never ahead

@@ -11,34 +11,20 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/statelog"
 )
 
-// queues keeps each point's queue by name across reloads, so that the
-// requests waiting keep their places and a call that ends under the
-// previous Config still gives a turn. Only Swap writes it.
-type queues map[string]*queue.Queue
-
-// swap returns the queue of each point of cfg that has one: the one of
-// the same name, reconfigured, or a new one; points without a queue
-// drop theirs (their waiters' waits end by maxWait).
-func (qs queues) swap(cfg *Config, now func() time.Time) map[*Point]*queue.Queue {
-	byPoint := map[*Point]*queue.Queue{}
-	kept := map[string]bool{}
+// keepQueues returns the queue of each point of cfg that has one, kept
+// across reloads by point name (queue.Set).
+func (h *Handler) keepQueues(cfg *Config) map[*Point]*queue.Queue {
+	settings := make(map[string]limiter.Queue)
 	for _, p := range cfg.Points {
-		s := p.lim.Settings().Queue
-		if !s.On {
-			continue
+		if qs := p.lim.Settings().Queue; qs.On {
+			settings[p.name] = qs
 		}
-		q, ok := qs[p.name]
-		if ok {
-			q.Reconfigure(s)
-		} else {
-			q = queue.New(s, now)
-			qs[p.name] = q
-		}
-		byPoint[p], kept[p.name] = q, true
 	}
-	for name := range qs {
-		if !kept[name] {
-			delete(qs, name)
+	byName := h.queues.Keep(settings, h.now)
+	byPoint := make(map[*Point]*queue.Queue, len(byName))
+	for _, p := range cfg.Points {
+		if q := byName[p.name]; q != nil {
+			byPoint[p] = q
 		}
 	}
 	return byPoint
@@ -54,6 +40,7 @@ func (qs queues) swap(cfg *Config, now func() time.Time) map[*Point]*queue.Queue
 func (h *Handler) wait(r *http.Request, c *call, req limiter.Request) {
 	p := c.point
 	judge := func(now time.Time) {
+		req.WholeLimit = !c.queue.Ahead(req.Priority)
 		c.verdict = p.lim.Enter(&c.lim, now, req)
 		h.changes.Changes(p.lim, c.verdict, c.verdict.Events, now, statelog.ByRequest)
 	}

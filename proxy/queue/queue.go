@@ -4,12 +4,13 @@
 // here for its turn instead of being degraded at once.
 //
 // The order, by priority: critical before default before sheddable; within
-// a priority, first in first out while the queue drains, newest first once
-// it stands (adaptive LIFO). A queue stands once its oldest request has
-// waited longer than the target for a whole interval, and until it has
-// drained within the target for a whole interval; while it stands, a request that has waited longer than the
-// target is shed, the lowest priority and the oldest first (CoDel). Nobody
-// waits longer than maxWait, and at most maxLength wait.
+// a priority, first in first out while its requests drain, newest first
+// once they stand (adaptive LIFO). A priority's requests stand once their
+// oldest has waited longer than the target for a whole interval, and until
+// none of them has waited for as long as the target; while they stand,
+// those that waited longer than the target are shed, sheddable ones before
+// default ones, the oldest first, never critical ones (CoDel). Nobody waits longer than maxWait, and
+// at most maxLength wait.
 //
 // The queue does not judge: a request's turn is a try (Wait's try
 // function, the point's limiter), which admits it or says it waits again.
@@ -80,17 +81,10 @@ func class(pr limiter.Priority) int {
 type Queue struct {
 	now func() time.Time
 
-	mu       sync.Mutex
-	s        limiter.Queue // defaults applied
-	lists    [classes]list
-	n        int
-	standing bool
-	// above is when the oldest request's wait passed the target, and has
-	// stayed above it since (the queue did not drain within the target);
-	// zero while it has not. drained is when the queue was last drained
-	// within the target (empty, or its oldest within it), and has stayed
-	// so since; zero while it has not.
-	above, drained time.Time
+	mu    sync.Mutex
+	s     limiter.Queue // defaults applied
+	lists [classes]list
+	n     int
 	// token is the timer that gives a turn when a token a request waits
 	// for is due; tokenAt is when it fires (zero: not armed).
 	token   *time.Timer
@@ -120,11 +114,27 @@ func (q *Queue) Reconfigure(s limiter.Queue) {
 // Len returns the number of requests waiting.
 func (q *Queue) Len() int { return int(q.length.Load()) }
 
+// Ahead reports whether a request of a higher priority than pr waits.
+func (q *Queue) Ahead(pr limiter.Priority) bool {
+	if q.length.Load() == 0 {
+		return false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for c := range class(pr) {
+		if q.lists[c].head != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Status is what the admin port shows of a queue.
 type Status struct {
 	// Length is the number of requests waiting.
 	Length int
-	// Standing: the queue stands (newest first, and CoDel sheds).
+	// Standing: the requests of a priority stand (newest first, and
+	// CoDel sheds those of default and sheddable priority).
 	Standing bool
 	// Target is the target in force: the setting, or the one that
 	// follows the upstream's time.
@@ -136,7 +146,11 @@ func (q *Queue) Status() Status {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.judge(q.now())
-	return Status{Length: q.n, Standing: q.standing, Target: q.target()}
+	standing := false
+	for i := range q.lists {
+		standing = standing || q.lists[i].standing
+	}
+	return Status{Length: q.n, Standing: standing, Target: q.target()}
 }
 
 // Observe records the upstream time of one call of the point, ended well
@@ -269,47 +283,45 @@ func (q *Queue) remove(w *Waiter) {
 	q.length.Store(int64(q.n))
 }
 
-// judge brings the queue's state to now: whether it stands, and, while it
-// does, the requests shed for waiting longer than the target: the lowest
-// priority's oldest first, and a higher priority's only once no request
-// of a lower one waits. CoDel never sheds a critical request: it waits up
-// to maxWait. The caller holds mu.
+// judge brings the queue's state to now: whether each priority's requests
+// stand, and, where they do, the requests shed for waiting longer than the
+// target: sheddable ones first, then default ones, the oldest first; never
+// critical ones, which wait up to maxWait. The caller holds mu.
 //
-// A queue starts to stand once its oldest request has waited longer than
-// the target for a whole interval, and stops once it has been drained
-// within the target (empty, or its oldest request within the target) for
-// a whole interval: a queue kept short by shedding still stands, and one
-// that empties for a moment under sustained overload does not go back to
-// first in first out.
+// A priority's requests start to stand once their oldest has waited
+// longer than the target for a whole interval (a burst that drains within
+// it never stands), and stop once none of them has waited for as long as
+// the target: requests that CoDel keeps short still stand, and a burst's
+// gap ends the standing.
 func (q *Queue) judge(now time.Time) {
 	target := q.target()
-	if oldest := q.oldest(); oldest == nil || now.Sub(oldest.joined) <= target {
-		q.above = time.Time{}
-		if q.drained.IsZero() {
-			q.drained = now
+	for c := range q.lists {
+		l := &q.lists[c]
+		switch {
+		case l.head == nil:
+			l.above = time.Time{}
+			if l.drained.IsZero() {
+				l.drained = now
+			}
+		case now.Sub(l.head.joined) <= target:
+			l.above, l.drained = time.Time{}, time.Time{}
+		default:
+			l.drained = time.Time{}
+			if l.above.IsZero() {
+				l.above = l.head.joined.Add(target)
+			}
 		}
-	} else {
-		q.drained = time.Time{}
-		if q.above.IsZero() {
-			q.above = oldest.joined.Add(target)
+		switch {
+		case !l.standing && !l.above.IsZero() && now.Sub(l.above) >= q.s.Interval:
+			l.standing = true
+		case l.standing && !l.drained.IsZero() && now.Sub(l.drained) >= target:
+			l.standing = false
 		}
 	}
-	switch {
-	case !q.standing && !q.above.IsZero() && now.Sub(q.above) >= q.s.Interval:
-		q.standing = true
-	case q.standing && !q.drained.IsZero() && now.Sub(q.drained) >= q.s.Interval:
-		q.standing = false
-	}
-	if !q.standing {
-		return
-	}
-	for {
-		c := q.lowest()
-		w := q.lists[c].head
-		if c == 0 || w == nil || now.Sub(w.joined) <= target {
-			return
+	for c := classes - 1; c > 0; c-- {
+		for l := &q.lists[c]; l.standing && l.head != nil && now.Sub(l.head.joined) > target; {
+			q.shed(l.head)
 		}
-		q.shed(w)
 	}
 }
 
@@ -321,18 +333,6 @@ func (q *Queue) shed(w *Waiter) {
 	if hadTurn {
 		q.giveTurn()
 	}
-}
-
-// oldest returns the request that has waited longest, or nil when none
-// waits. The caller holds mu.
-func (q *Queue) oldest() *Waiter {
-	var oldest *Waiter
-	for i := range q.lists {
-		if h := q.lists[i].head; h != nil && (oldest == nil || h.joined.Before(oldest.joined)) {
-			oldest = h
-		}
-	}
-	return oldest
 }
 
 // lowest returns the lowest priority's class that has a request waiting,
@@ -348,11 +348,11 @@ func (q *Queue) lowest() int {
 
 // next returns the request whose turn is next: in the highest priority
 // with a request that has no turn yet, the oldest, or the newest while
-// the queue stands; nil when every request has its turn. The caller holds
-// mu.
+// that priority's requests stand; nil when every request has its turn.
+// The caller holds mu.
 func (q *Queue) next() *Waiter {
 	for c := range q.lists {
-		if q.standing {
+		if q.lists[c].standing {
 			for w := q.lists[c].tail; w != nil; w = w.prev {
 				if !w.turn {
 					return w
@@ -473,8 +473,17 @@ func (q *Queue) Wait(ctx context.Context, pr limiter.Priority, try func(now time
 	}
 }
 
-// list is one priority's requests in the order they joined.
-type list struct{ head, tail *Waiter }
+// list is one priority's requests in the order they joined, and whether
+// they stand (judge).
+type list struct {
+	head, tail *Waiter
+	standing   bool
+	// above is when the oldest request's wait passed the target, and has
+	// stayed above it since; zero while it has not. drained is when the
+	// list last emptied, and has stayed empty since; zero while it has
+	// not.
+	above, drained time.Time
+}
 
 func (l *list) push(w *Waiter) {
 	w.prev, w.next = l.tail, nil
@@ -498,4 +507,32 @@ func (l *list) unlink(w *Waiter) {
 		l.tail = w.prev
 	}
 	w.prev, w.next = nil, nil
+}
+
+// Set keeps queues by point name across reloads, so that the requests
+// waiting keep their places, and a call that ends under the previous
+// config still gives a turn. Its zero value is empty and ready. Keep is
+// not safe for concurrent use (a reload's); the queues it returns are.
+type Set struct{ byName map[string]*Queue }
+
+// Keep returns the queue of each point of settings by name, for the
+// points whose queue is on: the queue of the same name reconfigured, or a
+// new one on the clock now. The queues of names not kept are dropped;
+// their requests' waits end by maxWait.
+func (s *Set) Keep(settings map[string]limiter.Queue, now func() time.Time) map[string]*Queue {
+	kept := make(map[string]*Queue, len(settings))
+	for name, qs := range settings {
+		if !qs.On {
+			continue
+		}
+		q, ok := s.byName[name]
+		if ok {
+			q.Reconfigure(qs)
+		} else {
+			q = New(qs, now)
+		}
+		kept[name] = q
+	}
+	s.byName = kept
+	return kept
 }

@@ -151,29 +151,29 @@ func TestCoDelShedsLowestPriorityOldestFirst(t *testing.T) {
 		if st := s.q.Status(); st.Standing || st.Length != 4 {
 			t.Fatalf("status %+v at 120ms, want 4 waiting, not yet standing", st)
 		}
-		// The oldest passed the target at 50ms: the queue stands from
-		// 150ms, and sheds what waited longer than the target, sheddable
-		// first, while a sheddable request within the target waits.
+		// Each priority's oldest passed the target at 50ms: each stands
+		// from 150ms. What waited longer than the target is shed,
+		// sheddable first, then default; a sheddable request within the
+		// target waits, and the critical one is never shed.
 		time.Sleep(40 * time.Millisecond)
 		s.q.Release(time.Now())
 		synctest.Wait()
-		if got := r.get("sheddable-old"); got.Outcome != Shed || got.Waited != 160*time.Millisecond {
-			t.Errorf("sheddable-old: %+v, want shed after 160ms", got)
+		for _, name := range []string{"sheddable-old", "default"} {
+			if got := r.get(name); got.Outcome != Shed || got.Waited != 160*time.Millisecond {
+				t.Errorf("%s: %+v, want shed after 160ms", name, got)
+			}
 		}
-		if st := s.q.Status(); !st.Standing || st.Length != 3 {
-			t.Fatalf("status %+v at 160ms, want standing, 3 waiting", st)
+		if st := s.q.Status(); !st.Standing || st.Length != 2 {
+			t.Fatalf("status %+v at 160ms, want standing, 2 waiting", st)
 		}
-		// At 220ms the young sheddable one passed the target: shed; then
-		// the default one, the lowest priority left; never the critical.
+		// At 220ms the young sheddable one passed the target: shed.
 		time.Sleep(60 * time.Millisecond)
 		s.q.Release(time.Now())
 		synctest.Wait()
-		for name, waited := range map[string]time.Duration{"sheddable-young": 100 * time.Millisecond, "default": 220 * time.Millisecond} {
-			if got := r.get(name); got.Outcome != Shed || got.Waited != waited {
-				t.Errorf("%s: %+v, want shed after %v", name, got, waited)
-			}
+		if got := r.get("sheddable-young"); got.Outcome != Shed || got.Waited != 100*time.Millisecond {
+			t.Errorf("sheddable-young: %+v, want shed after 100ms", got)
 		}
-		if st := s.q.Status(); !st.Standing || st.Length != 1 {
+		if st := s.q.Status(); st.Length != 1 {
 			t.Fatalf("status %+v at 220ms, want the critical request waiting", st)
 		}
 		s.release()
@@ -181,24 +181,35 @@ func TestCoDelShedsLowestPriorityOldestFirst(t *testing.T) {
 		if got := r.get("critical"); got.Outcome != Admitted {
 			t.Errorf("critical: %+v, want admitted", got)
 		}
-		// Empty for a moment, it still stands: newest first for requests
-		// that join now; drained within the target for a whole interval,
-		// it no longer does.
+	})
+}
+
+// A priority's requests that stand still stand after emptying for less
+// than the target: newest first for those that join then.
+func TestStandingSurvivesAMomentEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, r := newSetup(t, limiter.Queue{MaxWait: time.Second, Target: 50 * time.Millisecond, Interval: 100 * time.Millisecond})
+		ctx := context.Background()
+		r.start(ctx, s, "a", limiter.PriorityDefault)
+		time.Sleep(150 * time.Millisecond) // above the target from 50ms: standing at 150ms
+		s.q.Release(time.Now())
+		synctest.Wait()
+		if got := r.get("a"); got.Outcome != Shed {
+			t.Fatalf("a: %+v, want shed", got)
+		}
+		time.Sleep(20 * time.Millisecond) // empty for 20ms
 		r.start(ctx, s, "x", limiter.PriorityDefault)
 		r.start(ctx, s, "y", limiter.PriorityDefault)
-		if st := s.q.Status(); !st.Standing {
-			t.Errorf("status %+v just after the queue emptied, want standing", st)
-		}
 		s.release()
 		synctest.Wait()
-		if got := s.taken(); got[len(got)-1] != "y" {
-			t.Errorf("admitted %v, want y, the newest, last", got)
-		}
 		s.release()
 		synctest.Wait()
-		time.Sleep(100 * time.Millisecond)
-		if st := s.q.Status(); st.Standing || st.Length != 0 {
-			t.Errorf("status %+v after an interval drained, want not standing", st)
+		if got := s.taken(); fmt.Sprint(got) != "[y x]" {
+			t.Errorf("admitted %v, want [y x]: newest first, still standing", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if st := s.q.Status(); st.Standing {
+			t.Errorf("status %+v after 50ms drained, want not standing", st)
 		}
 	})
 }
@@ -367,6 +378,21 @@ func TestManyWaiters(t *testing.T) {
 		}
 		if s.q.Len() != 0 || s.free != 4 {
 			t.Errorf("Len %d, free slots %d after the run; want 0 and 4", s.q.Len(), s.free)
+		}
+	})
+}
+
+func TestAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, r := newSetup(t, limiter.Queue{MaxWait: time.Second})
+		if s.q.Ahead(limiter.PrioritySheddable) {
+			t.Error("an empty queue has a request ahead")
+		}
+		r.start(context.Background(), s, "d", limiter.PriorityDefault)
+		for pr, want := range map[limiter.Priority]bool{limiter.PrioritySheddable: true, limiter.PriorityDefault: false, limiter.PriorityCritical: false} {
+			if got := s.q.Ahead(pr); got != want {
+				t.Errorf("Ahead(%v) = %v with a default request waiting, want %v", pr, got, want)
+			}
 		}
 	})
 }
