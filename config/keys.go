@@ -378,7 +378,7 @@ var (
 	keyAdaptiveConcurrency = &key{name: "adaptiveConcurrency", field: "AdaptiveConcurrency", kind: kindMapping, section: adaptiveSection, show: showOn,
 		doc: "A limit on the upstream calls in flight that finds the calls the upstream serves at once from its latency against its minimum (Little's law, after TCP Vegas and BBR); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
 	keyQueue = &key{name: "queue", field: "Queue", kind: kindMapping, section: queueSection, show: showOn,
-		doc: "A queue at the point's limit: a request that finds the calls in flight at concurrentThreshold or the adaptive limit (or its sheddable share), or the token bucket empty, waits for a slot or a token instead of being degraded at once: critical before default before sheddable, first in first out until a standing queue forms, then newest first while CoDel sheds the lowest priority's oldest. {} turns it on with the defaults."}
+		doc: "A queue at the point's limit: a request that finds the calls in flight at concurrentThreshold or the adaptive limit (or its sheddable share), or the token bucket empty, waits for a slot or a token instead of being degraded at once: critical before default before sheddable; within a priority first in first out until its requests stand, then newest first while CoDel sheds those that waited past the target, sheddable before default, never critical. A sheddable request may take a slot past its share while no other request waits. {} turns it on with the defaults."}
 	keyClusterTokenBucket = &key{name: "clusterTokenBucket", field: "ClusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
 		doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."}
 )
@@ -408,9 +408,9 @@ var (
 	keyQueueMaxWait = &key{name: "maxWait", field: "MaxWait", kind: kindDuration, def: limiter.DefaultQueueMaxWait.String(), min: bound(1), max: bound(limiter.MaxQueueWait.Milliseconds()), show: showOrDefault,
 		doc: "The longest a request waits; then it is judged without waiting, and degraded as it would have been without a queue."}
 	keyQueueTarget = &key{name: "target", field: "Target", kind: kindDuration, min: bound(1), show: showOrDefault,
-		doc: "CoDel's target: once the oldest request has waited longer than this for a whole interval, the queue stands (newest first), and requests that waited longer are shed, sheddable first, never critical ones. Absent: the point's mean upstream time, at least 5ms and at most maxWait."}
+		doc: "CoDel's target: once a priority's oldest request has waited longer than this for a whole interval, that priority's requests stand (newest first) until none has waited this long, and those that waited longer are shed, sheddable first, never critical ones. Absent: the point's mean upstream time, at least 5ms and at most maxWait."}
 	keyQueueInterval = &key{name: "interval", field: "Interval", kind: kindDuration, min: bound(1), show: showOrDefault,
-		doc: "How long the oldest request must stay above the target before the queue stands; at least the target. Absent: twice maxWait, so that a burst the service drains within maxWait is served first in first out and never shed."}
+		doc: "How long a priority's oldest request must stay above the target before its requests stand; at least the target. Absent: twice maxWait, so that a burst the service drains within maxWait is served first in first out and never shed."}
 	keyQueueMaxLength = &key{name: "maxLength", field: "MaxLength", kind: kindInt, def: int64(limiter.DefaultQueueMaxLength), unit: "requests", min: bound(1), max: bound(limiter.MaxQueueLength), show: showOrDefault,
 		doc: "The most requests waiting; a request past it sheds the lowest priority's oldest, or is not queued when every waiting request has a higher priority."}
 )

@@ -85,6 +85,9 @@ type Queue struct {
 	s     limiter.Queue // defaults applied
 	lists [classes]list
 	n     int
+	// owed counts the turns given while every request of the highest
+	// priority waiting was already trying (giveTurn); at most n.
+	owed int
 	// token is the timer that gives a turn when a token a request waits
 	// for is due; tokenAt is when it fires (zero: not armed).
 	token   *time.Timer
@@ -246,6 +249,10 @@ func (q *Queue) again(w *Waiter, now time.Time, after time.Duration) {
 		q.armToken(now.Add(after))
 	}
 	q.judge(now)
+	if q.owed > 0 {
+		q.owed--
+		q.giveTurn()
+	}
 }
 
 // admitted takes w out of the queue: its try admitted it. The next
@@ -281,6 +288,9 @@ func (q *Queue) remove(w *Waiter) {
 	w.listed, w.turn = false, false
 	q.n--
 	q.length.Store(int64(q.n))
+	if q.n == 0 {
+		q.owed = 0
+	}
 }
 
 // judge brings the queue's state to now: whether each priority's requests
@@ -347,32 +357,43 @@ func (q *Queue) lowest() int {
 }
 
 // next returns the request whose turn is next: in the highest priority
-// with a request that has no turn yet, the oldest, or the newest while
-// that priority's requests stand; nil when every request has its turn.
-// The caller holds mu.
+// with a request waiting, the oldest without a turn, or the newest while
+// that priority's requests stand; nil when every request of that priority
+// has its turn (a lower priority's request never takes a turn from a
+// higher one that is trying). The caller holds mu.
 func (q *Queue) next() *Waiter {
 	for c := range q.lists {
-		if q.lists[c].standing {
-			for w := q.lists[c].tail; w != nil; w = w.prev {
+		l := &q.lists[c]
+		if l.head == nil {
+			continue
+		}
+		if l.standing {
+			for w := l.tail; w != nil; w = w.prev {
 				if !w.turn {
 					return w
 				}
 			}
-			continue
+			return nil
 		}
-		for w := q.lists[c].head; w != nil; w = w.next {
+		for w := l.head; w != nil; w = w.next {
 			if !w.turn {
 				return w
 			}
 		}
+		return nil
 	}
 	return nil
 }
 
-// giveTurn gives the next request its turn. The caller holds mu.
+// giveTurn gives the next request its turn; when every request of the
+// highest priority waiting is trying already, the turn is owed to the
+// first of them that must wait again (again), so that a freed slot never
+// goes to a lower priority meanwhile. The caller holds mu.
 func (q *Queue) giveTurn() {
 	if w := q.next(); w != nil {
 		q.signal(w, sigTurn)
+	} else if q.n > 0 {
+		q.owed = min(q.owed+1, q.n)
 	}
 }
 

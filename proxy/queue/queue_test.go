@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -393,6 +394,47 @@ func TestAhead(t *testing.T) {
 			if got := s.q.Ahead(pr); got != want {
 				t.Errorf("Ahead(%v) = %v with a default request waiting, want %v", pr, got, want)
 			}
+		}
+	})
+}
+
+// A slot that frees while the highest priority's request is trying its
+// turn is owed to it, never given to a lower priority meanwhile.
+func TestTurnOwedToTheHigherPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(limiter.Queue{On: true, MaxWait: time.Second}, time.Now)
+		ctx := context.Background()
+		gate := make(chan bool)
+		var criticalTries, sheddableTries atomic.Int32
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			q.Wait(ctx, limiter.PriorityCritical, func(time.Time) (bool, time.Duration) {
+				criticalTries.Add(1)
+				return <-gate, 0
+			})
+		})
+		synctest.Wait() // first in order: its turn at once, now trying
+		wg.Go(func() {
+			q.Wait(ctx, limiter.PrioritySheddable, func(time.Time) (bool, time.Duration) {
+				sheddableTries.Add(1)
+				return true, 0
+			})
+		})
+		synctest.Wait()
+		q.Release(time.Now()) // a slot frees while the critical request tries
+		synctest.Wait()
+		if n := sheddableTries.Load(); n != 0 {
+			t.Fatalf("the sheddable request tried %d times while the critical one was trying", n)
+		}
+		gate <- false // its try found no slot: the owed turn makes it try again
+		synctest.Wait()
+		if n := criticalTries.Load(); n != 2 {
+			t.Fatalf("critical tries %d, want 2: the turn owed to it", n)
+		}
+		gate <- true
+		wg.Wait()
+		if n := sheddableTries.Load(); n != 1 {
+			t.Errorf("sheddable tries %d, want 1: its turn after the critical one", n)
 		}
 	})
 }
