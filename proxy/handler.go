@@ -168,7 +168,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	closeIfChunked(w, r)
 	if r.Method == http.MethodConnect {
 		h.opts.Metrics.RejectedMethod.Inc()
-		refuseConnect(w)
+		route.RefuseConnect(w)
 		return
 	}
 	s := h.current.Load()
@@ -314,7 +314,7 @@ func (h *Handler) rewrite(pr *httputil.ProxyRequest) {
 		route.SetPath(pr.Out.URL, c.path) // before SetURL, which joins it to the upstream's
 	}
 	pr.SetURL(c.snap.Upstream)
-	pr.Out.URL.RawQuery = upstreamQuery(c.snap.Upstream, pr.In.URL) // undo ReverseProxy's cleaning
+	pr.Out.URL.RawQuery = route.UpstreamQuery(c.snap.Upstream, pr.In.URL) // undo ReverseProxy's cleaning
 	pr.Out.Host = pr.In.Host
 	if c.snap.ForwardedHeaders {
 		pr.SetXForwarded()
@@ -400,21 +400,6 @@ func closeIfChunked(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
 		w.Header().Set("Connection", "close")
 	}
-}
-
-// allowedMethods is the Allow header of the answer to CONNECT: the
-// methods the proxy forwards, which are all but CONNECT.
-const allowedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE"
-
-// refuseConnect answers a CONNECT request 405. A reverse proxy has no
-// tunnel to offer: forwarded, CONNECT would reach the upstream as a
-// request for "/" (net/http's server keeps only the authority of its
-// target), so it never reaches a point or the upstream. HTTP/2's
-// extended CONNECT (RFC 8441) is off in net/http's server, so every
-// CONNECT that arrives here asks for a tunnel.
-func refuseConnect(w http.ResponseWriter) {
-	w.Header().Set("Allow", allowedMethods)
-	http.Error(w, "405 Method Not Allowed: a reverse proxy opens no tunnels (CONNECT)", http.StatusMethodNotAllowed)
 }
 
 func isTrue(s string) bool { return s == "1" || strings.EqualFold(s, "true") }

@@ -6,5 +6,7 @@
 // reaches the upstream under another point's name. It knows nothing of
 // points or limiters: a match is an index into the rules. Config
 // validation asks it too (Normalize, Covers, FoldHost), so that validate
-// judges a route by the rules the proxy routes by.
+// judges a route by the rules the proxy routes by. It also says what the
+// upstream is sent of a request's target (SetPath, UpstreamQuery) and
+// answers the requests that cannot be routed (BadPath, RefuseConnect).
 package route

@@ -234,3 +234,41 @@ func SetPath(u *url.URL, path string) {
 	}
 	u.Path, u.RawPath = decoded, path
 }
+
+// UpstreamQuery is the raw query the upstream is sent for a request whose
+// URL is in: the client's, byte for byte. ReverseProxy re-encodes a query
+// holding a ';' or an invalid '%' escape (or more than 10,000 parameters)
+// and drops what it cannot parse before Rewrite runs; a sidecar leaves the
+// query to the service behind it, which decides what ';' means. Nothing in
+// the proxy reads the query (routes match the path, the host and the
+// method), so what it acts on and what the upstream reads cannot differ.
+//
+// An upstream URL's own query (sds.yaml cannot give one: validate rejects
+// it; a Config built in code may have one) comes first, joined to the client's by '&' as
+// httputil.ProxyRequest.SetURL joins them. An empty client query ("" or a
+// bare "?") adds nothing; in.ForceQuery, kept on the outgoing URL, sends
+// the bare "?".
+func UpstreamQuery(upstream, in *url.URL) string {
+	switch {
+	case upstream.RawQuery == "":
+		return in.RawQuery
+	case in.RawQuery == "":
+		return upstream.RawQuery
+	}
+	return upstream.RawQuery + "&" + in.RawQuery
+}
+
+// allowedMethods is the Allow header of the answer to CONNECT: the
+// methods the proxy forwards, which are all but CONNECT.
+const allowedMethods = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, TRACE"
+
+// RefuseConnect answers a CONNECT request 405. A reverse proxy has no
+// tunnel to offer: forwarded, CONNECT would reach the upstream as a
+// request for "/" (net/http's server keeps only the authority of its
+// target), so it never reaches a point or the upstream. HTTP/2's
+// extended CONNECT (RFC 8441) is off in net/http's server, so every
+// CONNECT that arrives here asks for a tunnel.
+func RefuseConnect(w http.ResponseWriter) {
+	w.Header().Set("Allow", allowedMethods)
+	http.Error(w, "405 Method Not Allowed: a reverse proxy opens no tunnels (CONNECT)", http.StatusMethodNotAllowed)
+}
