@@ -25,7 +25,7 @@ func TestInnocentKeys(t *testing.T) {
 		}
 		var c Call
 		now, sent, wrong, next := t0, 0, 0, 0
-		for i := range 200_000 {
+		for i := range churnSteps {
 			now = now.Add(200 * time.Microsecond)
 			tab.Enter(&c, now, rng.Uint64())
 			c.Exit()

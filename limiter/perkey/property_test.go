@@ -194,7 +194,7 @@ func TestHeavyKeyUnderChurn(t *testing.T) {
 		const heavy = 0x5eed_0000_0000_0001
 		rng := rand.New(rand.NewPCG(1, 2))
 		now, admitted, sent := t0, 0, 0
-		for i := range 200_000 {
+		for i := range churnSteps {
 			now = now.Add(200 * time.Microsecond) // 5,000 churn keys per second
 			k := rng.Uint64()
 			m.enter(t, now, k)
@@ -213,9 +213,9 @@ func TestHeavyKeyUnderChurn(t *testing.T) {
 				m.checkAll(t, now)
 			}
 		}
-		windows := (200_000 - start) * 200 / 10_000_000 // whole 10s windows the heavy key sent in
+		windows := (churnSteps - start) * 200 / 10_000_000 // whole 10s windows the heavy key sent in
 		t.Logf("heavy key from step %d: %d of %d admitted over %v (limit 50 per window, %d windows); %d keys exact",
-			start, admitted, sent, time.Duration(200_000-start)*200*time.Microsecond, windows, m.tab.Len())
+			start, admitted, sent, time.Duration(churnSteps-start)*200*time.Microsecond, windows, m.tab.Len())
 		if admitted > 50*(windows+1) {
 			t.Fatalf("heavy key admitted %d, want at most %d", admitted, 50*(windows+1))
 		}
