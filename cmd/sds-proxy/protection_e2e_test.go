@@ -27,20 +27,40 @@ type outcome struct {
 	degraded string // Sds-Degraded
 }
 
-// pace sends GET path every interval for d (at most d/interval requests),
-// one at a time, and returns what came back. A transport error fails the
-// test.
+// pace sends GET path every interval for d (at most d/interval
+// requests), each on its own goroutine, so that the rate offered holds
+// when answers are slow (a busy machine running the suite's tests side
+// by side), and returns what came back, in the order sent. A transport
+// error fails the test.
 func (e *env) pace(path string, interval, d time.Duration) []outcome {
 	e.t.Helper()
-	var out []outcome
+	n := int(d / interval)
+	out := make([]outcome, n)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	end := time.Now().Add(d)
-	for n := int(d / interval); len(out) < n && time.Now().Before(end); <-tick.C {
-		r := e.get(path)
-		out = append(out, outcome{at: time.Now().Add(-r.took), took: r.took, status: r.status, degraded: r.degraded()})
+	var wg sync.WaitGroup
+	sent := 0
+	for ; sent < n && time.Now().Before(end); <-tick.C {
+		i := sent
+		wg.Go(func() {
+			req, err := http.NewRequest(http.MethodGet, e.proxy.url+path, nil)
+			if err != nil {
+				e.t.Error(err)
+				return
+			}
+			at := time.Now()
+			r, err := e.do(req)
+			if err != nil {
+				e.t.Errorf("GET %s: %v", path, err)
+				return
+			}
+			out[i] = outcome{at: at, took: r.took, status: r.status, degraded: r.degraded()}
+		})
+		sent++
 	}
-	return out
+	wg.Wait()
+	return slices.DeleteFunc(out[:sent], func(o outcome) bool { return o.at.IsZero() })
 }
 
 // TestRecoveryRamp: after a delay ends under steady load, the share of
