@@ -232,17 +232,18 @@ type Adaptive struct {
 type Queue struct {
 	// Length is the number of requests waiting now.
 	Length int `json:"length"`
-	// Standing is true while the queue stands (package proxy/queue says
-	// when it starts and stops): it then serves the newest first and
-	// sheds what waited longer than Target.
+	// Standing is true while the requests of a priority stand (package
+	// proxy/queue says when they start and stop): those are then served
+	// newest first, and, but critical ones, shed once they waited longer
+	// than Target.
 	Standing bool `json:"standing"`
 	// Target is the target in force, a duration: the setting, or, without
 	// one, the one that follows the upstream's mean time.
 	Target string `json:"target"`
 	// MaxWait is the longest a request waits, a duration.
 	MaxWait string `json:"maxWait"`
-	// Interval is how long the oldest request waits past Target before
-	// the queue stands, a duration.
+	// Interval is how long a priority's oldest request waits past Target
+	// before that priority's requests stand, a duration.
 	Interval string `json:"interval"`
 	// MaxLength is the most requests waiting at once.
 	MaxLength int64 `json:"maxLength"`
