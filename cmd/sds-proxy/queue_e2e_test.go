@@ -105,19 +105,25 @@ func TestQueueCriticalThroughFlood(t *testing.T) {
 	var mu sync.Mutex
 	wg.Go(func() {
 		defer close(floodDone)
-		for range 6 { // 6 rounds of 70 at once, 200ms apart: ~350/s for 1.2s
+		rounds := time.NewTicker(200 * time.Millisecond)
+		defer rounds.Stop()
+		for i := range 6 { // 6 rounds of 70 at once, 200ms apart: ~350/s for 1.2s
+			if i > 0 {
+				<-rounds.C
+			}
 			wg.Go(func() {
 				rs := e.burst("sheddable.test", 70)
 				mu.Lock()
 				flood = append(flood, rs...)
 				mu.Unlock()
 			})
-			time.Sleep(200 * time.Millisecond)
 		}
 	})
 	var critical []reply
+	pace := time.NewTicker(100 * time.Millisecond)
+	defer pace.Stop()
 	for range 10 {
-		time.Sleep(100 * time.Millisecond)
+		<-pace.C
 		critical = append(critical, e.burst("critical.test", 3)...)
 	}
 	<-floodDone

@@ -146,7 +146,7 @@ func TestStatusQueue(t *testing.T) {
 			t.Error("sds_queue_length of the point without a queue: present, want absent")
 		}
 
-		time.Sleep(40 * time.Millisecond)
+		time.Sleep(40 * time.Millisecond) // fake time: the requests have waited 40ms
 		close(up.release)
 		wg.Wait()
 		for i, code := range codes {
