@@ -1,4 +1,4 @@
-package perkey_test
+package clientkey_test
 
 import (
 	"bufio"
@@ -10,17 +10,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sds-proxy/sds-proxy/proxy/perkey"
+	"github.com/sds-proxy/sds-proxy/route/clientkey"
 )
 
 // TestKeyOverTheWire sends raw HTTP/1.1 requests to a real net/http server
 // and reads the key its handler finds: what a client can make net/http
 // deliver is what Key must hold against.
 func TestKeyOverTheWire(t *testing.T) {
-	src, _ := perkey.ParseSource("header:X-Api-Key")
+	src, _ := clientkey.ParseSource("header:X-Api-Key")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, ok := src.Key(r)
-		if key == perkey.Conflicting {
+		if key == clientkey.Conflicting {
 			key = "<conflicting>"
 		}
 		fmt.Fprintf(w, "%q %v", key, ok)

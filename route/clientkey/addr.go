@@ -1,4 +1,4 @@
-package perkey
+package clientkey
 
 import (
 	"cmp"
@@ -183,7 +183,7 @@ func validPort(p string) bool {
 }
 
 // errRefused is parseElement's error for an address in a form it refuses.
-var errRefused = errors.New("perkey: refused form")
+var errRefused = errors.New("clientkey: refused form")
 
 func refuse(b bool) error {
 	if b {

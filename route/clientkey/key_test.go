@@ -1,4 +1,4 @@
-package perkey_test
+package clientkey_test
 
 import (
 	"crypto/sha256"
@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sds-proxy/sds-proxy/proxy/perkey"
+	"github.com/sds-proxy/sds-proxy/route/clientkey"
 )
 
 // keyCase is one request and the key a Source must find in it.
@@ -36,7 +36,7 @@ func (tc keyCase) request() *http.Request {
 
 func runKeyCases(t *testing.T, spec string, cases []keyCase) {
 	t.Helper()
-	src, err := perkey.ParseSource(spec)
+	src, err := clientkey.ParseSource(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +45,8 @@ func runKeyCases(t *testing.T, spec string, cases []keyCase) {
 		if key != tc.key || ok != tc.ok {
 			t.Errorf("%s: %s: Key = %q, %v, want %q, %v", spec, tc.name, key, ok, tc.key, tc.ok)
 		}
-		if len(key) > perkey.MaxKeyBytes {
-			t.Errorf("%s: %s: key of %d bytes, want at most %d", spec, tc.name, len(key), perkey.MaxKeyBytes)
+		if len(key) > clientkey.MaxKeyBytes {
+			t.Errorf("%s: %s: key of %d bytes, want at most %d", spec, tc.name, len(key), clientkey.MaxKeyBytes)
 		}
 	}
 }
@@ -70,11 +70,11 @@ func TestHeaderKey(t *testing.T) {
 		{name: "inner spaces kept", header: http.Header{"X-Api-Key": {"a b"}}, key: "a b", ok: true},
 		{name: "comma is part of the key", header: http.Header{"X-Api-Key": {"abc, def"}}, key: "abc, def", ok: true},
 		{name: "two equal lines", header: http.Header{"X-Api-Key": {"abc", " abc"}}, key: "abc", ok: true},
-		{name: "two lines differ", header: http.Header{"X-Api-Key": {"abc", "def"}}, key: perkey.Conflicting, ok: true},
-		{name: "empty then key", header: http.Header{"X-Api-Key": {"", "abc"}}, key: perkey.Conflicting, ok: true},
-		{name: "key then empty", header: http.Header{"X-Api-Key": {"abc", ""}}, key: perkey.Conflicting, ok: true},
+		{name: "two lines differ", header: http.Header{"X-Api-Key": {"abc", "def"}}, key: clientkey.Conflicting, ok: true},
+		{name: "empty then key", header: http.Header{"X-Api-Key": {"", "abc"}}, key: clientkey.Conflicting, ok: true},
+		{name: "key then empty", header: http.Header{"X-Api-Key": {"abc", ""}}, key: clientkey.Conflicting, ok: true},
 		{name: "64 equal lines", header: http.Header{"X-Api-Key": repeat("abc", 64)}, key: "abc", ok: true},
-		{name: "65 equal lines", header: http.Header{"X-Api-Key": repeat("abc", 65)}, key: perkey.Conflicting, ok: true},
+		{name: "65 equal lines", header: http.Header{"X-Api-Key": repeat("abc", 65)}, key: clientkey.Conflicting, ok: true},
 		{name: "CR LF smuggled", header: http.Header{"X-Api-Key": {"abc\r\nX-Api-Key: def"}}, key: "abc\r\nX-Api-Key: def", ok: true},
 		{name: "NUL", header: http.Header{"X-Api-Key": {"a\x00b"}}, key: "a\x00b", ok: true},
 		{name: "256 bytes kept", header: http.Header{"X-Api-Key": {big[:256]}}, key: big[:256], ok: true},
@@ -107,8 +107,8 @@ func TestQueryKey(t *testing.T) {
 		{name: "semicolon pair skipped, other kept", query: "api_key=abc;x=1&api_key=def", key: "def", ok: true},
 		{name: "repeated equal", query: "api_key=abc&api_key=abc", key: "abc", ok: true},
 		{name: "repeated equal once unescaped", query: "api_key=abc&api_key=%61bc", key: "abc", ok: true},
-		{name: "repeated differ", query: "api_key=abc&api_key=def", key: perkey.Conflicting, ok: true},
-		{name: "repeated, one empty", query: "api_key=abc&api_key", key: perkey.Conflicting, ok: true},
+		{name: "repeated differ", query: "api_key=abc&api_key=def", key: clientkey.Conflicting, ok: true},
+		{name: "repeated, one empty", query: "api_key=abc&api_key", key: clientkey.Conflicting, ok: true},
 		{name: "value with =", query: "api_key=a=b", key: "a=b", ok: true},
 		{name: "NUL and CR LF escaped", query: "api_key=a%00%0D%0Ab", key: "a\x00\r\nb", ok: true},
 		{name: "empty pairs", query: "&&api_key=abc&&", key: "abc", ok: true},
@@ -132,8 +132,8 @@ func TestCookieKey(t *testing.T) {
 		{name: "invalid value skipped", header: c(`sid=a\b; sid=abc`), key: "abc", ok: true},
 		{name: "second line", header: c("a=1", "sid=abc"), key: "abc", ok: true},
 		{name: "repeated equal", header: c("sid=abc; sid=abc"), key: "abc", ok: true},
-		{name: "repeated differ", header: c("sid=abc; sid=def"), key: perkey.Conflicting, ok: true},
-		{name: "repeated across lines", header: c("sid=abc", "sid=def"), key: perkey.Conflicting, ok: true},
+		{name: "repeated differ", header: c("sid=abc; sid=def"), key: clientkey.Conflicting, ok: true},
+		{name: "repeated across lines", header: c("sid=abc", "sid=def"), key: clientkey.Conflicting, ok: true},
 		{name: "3,000 cookies", header: c(strings.Repeat("x=1; ", 2999) + "sid=abc"), key: "abc", ok: true},
 		{name: "3,001 cookies", header: c(strings.Repeat("x=1; ", 3000) + "sid=abc"), key: "", ok: false},
 	})
@@ -218,14 +218,14 @@ func TestForwardedForKey(t *testing.T) {
 // TestZeroSource: a Source that was never parsed finds no key.
 func TestZeroSource(t *testing.T) {
 	r := httptest.NewRequest("GET", "/?a=1", nil)
-	if key, ok := (perkey.Source{}).Key(r); ok || key != "" {
+	if key, ok := (clientkey.Source{}).Key(r); ok || key != "" {
 		t.Errorf("zero Source: Key = %q, %v, want \"\", false", key, ok)
 	}
 }
 
 // TestQueryAgreesWithNetURL: queryKey reads what url.ParseQuery reads.
 func TestQueryAgreesWithNetURL(t *testing.T) {
-	src, _ := perkey.ParseSource("query:k")
+	src, _ := clientkey.ParseSource("query:k")
 	for _, q := range []string{
 		"k=1", "k=1&k=2", "k=%41", "k=%4", "k=a+b", "k;=1", "k=1;", "%6B=x", "%6b=x&k=x", "k", "k=", "=k", "k==", "k=%00", "k=1&k=%zz",
 	} {
@@ -233,7 +233,7 @@ func TestQueryAgreesWithNetURL(t *testing.T) {
 	}
 }
 
-func checkQuery(t *testing.T, src perkey.Source, q string) {
+func checkQuery(t *testing.T, src clientkey.Source, q string) {
 	t.Helper()
 	vals, _ := url.ParseQuery(q)
 	want, wantOK := fold(vals["k"])
@@ -247,17 +247,17 @@ func checkQuery(t *testing.T, src perkey.Source, q string) {
 // empty ones, none; one distinct value, it; several, Conflicting.
 func fold(vals []string) (string, bool) {
 	if len(vals) > 64 {
-		return perkey.Conflicting, true
+		return clientkey.Conflicting, true
 	}
 	for _, v := range vals {
 		if v != vals[0] {
-			return perkey.Conflicting, true
+			return clientkey.Conflicting, true
 		}
 	}
 	if len(vals) == 0 || vals[0] == "" {
 		return "", false
 	}
-	if len(vals[0]) > perkey.MaxKeyBytes {
+	if len(vals[0]) > clientkey.MaxKeyBytes {
 		return long(vals[0]), true
 	}
 	return vals[0], true
@@ -265,7 +265,7 @@ func fold(vals []string) (string, bool) {
 
 // TestCookieAgreesWithNetHTTP: cookieKey reads what Request.Cookies reads.
 func TestCookieAgreesWithNetHTTP(t *testing.T) {
-	src, _ := perkey.ParseSource("cookie:k")
+	src, _ := clientkey.ParseSource("cookie:k")
 	for _, lines := range [][]string{
 		{"k=1"}, {"k=1; k=2"}, {`k="1"`}, {`k="1`}, {`k=""`}, {"k=a b"}, {"k=a,b"}, {" k = 1 "}, {"k=1;;k=1"}, {"k=\x7f"}, {"k=é"},
 		{"k=1", "k=1"}, {"\tk=1\r\n"}, {"k"}, {"=k"}, {"k=1=2"},
@@ -274,7 +274,7 @@ func TestCookieAgreesWithNetHTTP(t *testing.T) {
 	}
 }
 
-func checkCookie(t *testing.T, src perkey.Source, lines []string) {
+func checkCookie(t *testing.T, src clientkey.Source, lines []string) {
 	t.Helper()
 	r := &http.Request{Header: http.Header{"Cookie": lines}}
 	var vals []string
@@ -293,7 +293,7 @@ func checkCookie(t *testing.T, src perkey.Source, lines []string) {
 // TestClientIPAgreesWithNetip: the key of every peer address is netip's
 // canonical, unmapped form of it.
 func TestClientIPAgreesWithNetip(t *testing.T) {
-	src, _ := perkey.ParseSource("clientIP")
+	src, _ := clientkey.ParseSource("clientIP")
 	for _, remote := range []string{
 		"0.0.0.0:0", "255.255.255.255:65535", "[::]:1", "[::1]:1", "[::ffff:0:0]:1", "[::ffff:1.2.3.4]:1", "[64:ff9b::1.2.3.4]:1",
 		"[fe80::1%25eth0]:1", "[FE80::A%en0]:1", "[1:2:3:4:5:6:7:8]:1", "[0:0:0:0:0:0:0:1]:9",
@@ -314,7 +314,7 @@ func FuzzQuery(f *testing.F) {
 	for _, q := range []string{"k=1", "k=1&k=2", "k=%zz&k=1", "k;x=1", "%6B=1", "k=a+b", "k=%00%0d%0a", "k=" + strings.Repeat("v", 300)} {
 		f.Add(q)
 	}
-	src, _ := perkey.ParseSource("query:k")
+	src, _ := clientkey.ParseSource("query:k")
 	f.Fuzz(func(t *testing.T, q string) { checkQuery(t, src, q) })
 }
 
@@ -324,7 +324,7 @@ func FuzzCookie(f *testing.F) {
 	for _, c := range []string{"k=1", "k=1; k=2", `k="1"`, "a=1;k=2\nk=2", "k=\x00", " k = 1 ", "k=" + strings.Repeat("v", 300)} {
 		f.Add(c)
 	}
-	src, _ := perkey.ParseSource("cookie:k")
+	src, _ := clientkey.ParseSource("cookie:k")
 	f.Fuzz(func(t *testing.T, c string) { checkCookie(t, src, strings.Split(c, "\n")) })
 }
 
@@ -334,7 +334,7 @@ func FuzzClientIP(f *testing.F) {
 	for _, s := range []string{"192.0.2.1:1", "[::ffff:1.2.3.4]:1", "[fe80::1%eth0]:1", "1.2.3.4", "::1", "@", "", "[::1]:99999", "x:1"} {
 		f.Add(s)
 	}
-	src, _ := perkey.ParseSource("clientIP")
+	src, _ := clientkey.ParseSource("clientIP")
 	f.Fuzz(func(t *testing.T, remote string) {
 		var want string
 		if ap, err := netip.ParseAddrPort(remote); err == nil {
@@ -342,7 +342,7 @@ func FuzzClientIP(f *testing.F) {
 		} else if a, err := netip.ParseAddr(remote); err == nil {
 			want = a.Unmap().String()
 		}
-		if len(want) > perkey.MaxKeyBytes {
+		if len(want) > clientkey.MaxKeyBytes {
 			want = long(want)
 		}
 		key, ok := src.Key(&http.Request{RemoteAddr: remote})

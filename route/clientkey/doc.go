@@ -1,4 +1,4 @@
-// Package perkey says which key a request belongs to, for the per-key
+// Package clientkey says which key a request belongs to, for the per-key
 // rules of a point (sds.yaml's perKey[].key), and turns keys into numbers
 // for counting and into labels that people may see.
 //
@@ -55,6 +55,6 @@
 //
 // A raw key (an API key, a session cookie, an address) must never reach a
 // log, a metric, a header or /status. Hasher.Sum64 turns it into the number
-// a counting structure uses, and Hasher.Short into the label people see,
-// both with secrets drawn when the Hasher is made.
-package perkey
+// a counting structure uses, and Hasher.Label turns that number into the
+// label people see, both with secrets drawn when the Hasher is made.
+package clientkey

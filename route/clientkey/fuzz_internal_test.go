@@ -1,4 +1,4 @@
-package perkey
+package clientkey
 
 import (
 	"fmt"

@@ -1,34 +1,34 @@
-package perkey_test
+package clientkey_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/sds-proxy/sds-proxy/proxy/perkey"
+	"github.com/sds-proxy/sds-proxy/route/clientkey"
 )
 
 func TestParseSource(t *testing.T) {
 	for _, tc := range []struct {
 		spec string
-		kind perkey.Kind
+		kind clientkey.Kind
 		name string
 		hops int
 		str  string
 	}{
-		{"header:X-Api-Key", perkey.Header, "X-Api-Key", 0, "header:X-Api-Key"},
-		{"header:x-api-key", perkey.Header, "X-Api-Key", 0, "header:X-Api-Key"},
-		{"header:Authorization", perkey.Header, "Authorization", 0, "header:Authorization"},
-		{"header:!#$%&'*+-.^_`|~", perkey.Header, "!#$%&'*+-.^_`|~", 0, "header:!#$%&'*+-.^_`|~"},
-		{"query:api_key", perkey.Query, "api_key", 0, "query:api_key"},
-		{"query:Api.Key[]", perkey.Query, "Api.Key[]", 0, "query:Api.Key[]"},
-		{"cookie:session", perkey.Cookie, "session", 0, "cookie:session"},
-		{"cookie:Session", perkey.Cookie, "Session", 0, "cookie:Session"},
-		{"clientIP", perkey.ClientIP, "", 0, "clientIP"},
-		{"forwardedFor:1", perkey.ForwardedFor, "", 1, "forwardedFor:1"},
-		{"forwardedFor:32", perkey.ForwardedFor, "", 32, "forwardedFor:32"},
-		{"header:" + strings.Repeat("a", 256), perkey.Header, "A" + strings.Repeat("a", 255), 0, "header:A" + strings.Repeat("a", 255)},
+		{"header:X-Api-Key", clientkey.Header, "X-Api-Key", 0, "header:X-Api-Key"},
+		{"header:x-api-key", clientkey.Header, "X-Api-Key", 0, "header:X-Api-Key"},
+		{"header:Authorization", clientkey.Header, "Authorization", 0, "header:Authorization"},
+		{"header:!#$%&'*+-.^_`|~", clientkey.Header, "!#$%&'*+-.^_`|~", 0, "header:!#$%&'*+-.^_`|~"},
+		{"query:api_key", clientkey.Query, "api_key", 0, "query:api_key"},
+		{"query:Api.Key[]", clientkey.Query, "Api.Key[]", 0, "query:Api.Key[]"},
+		{"cookie:session", clientkey.Cookie, "session", 0, "cookie:session"},
+		{"cookie:Session", clientkey.Cookie, "Session", 0, "cookie:Session"},
+		{"clientIP", clientkey.ClientIP, "", 0, "clientIP"},
+		{"forwardedFor:1", clientkey.ForwardedFor, "", 1, "forwardedFor:1"},
+		{"forwardedFor:32", clientkey.ForwardedFor, "", 32, "forwardedFor:32"},
+		{"header:" + strings.Repeat("a", 256), clientkey.Header, "A" + strings.Repeat("a", 255), 0, "header:A" + strings.Repeat("a", 255)},
 	} {
-		s, err := perkey.ParseSource(tc.spec)
+		s, err := clientkey.ParseSource(tc.spec)
 		if err != nil {
 			t.Errorf("ParseSource(%q): %v", tc.spec, err)
 			continue
@@ -36,7 +36,7 @@ func TestParseSource(t *testing.T) {
 		if s.Kind() != tc.kind || s.Name() != tc.name || s.Hops() != tc.hops || s.String() != tc.str {
 			t.Errorf("ParseSource(%q) = %v %q %d %q, want %v %q %d %q", tc.spec, s.Kind(), s.Name(), s.Hops(), s.String(), tc.kind, tc.name, tc.hops, tc.str)
 		}
-		if again, err := perkey.ParseSource(s.String()); err != nil || again != s {
+		if again, err := clientkey.ParseSource(s.String()); err != nil || again != s {
 			t.Errorf("ParseSource(%q) = %v, %v, want %v", s.String(), again, err, s)
 		}
 	}
@@ -91,7 +91,7 @@ func TestParseSourceErrors(t *testing.T) {
 		{"forwardedFor:01", "write forwardedFor:1, without the leading zero"},
 		{"forwardedFor:1:2", "a whole number"},
 	} {
-		s, err := perkey.ParseSource(tc.spec)
+		s, err := clientkey.ParseSource(tc.spec)
 		if err == nil {
 			t.Errorf("ParseSource(%q) = %v, want an error", tc.spec, s)
 			continue
@@ -99,14 +99,14 @@ func TestParseSourceErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseSource(%q): got %q, want it to contain %q", tc.spec, err, tc.want)
 		}
-		if s != (perkey.Source{}) {
+		if s != (clientkey.Source{}) {
 			t.Errorf("ParseSource(%q) = %v with its error, want the zero Source", tc.spec, s)
 		}
 	}
 }
 
 func TestKindString(t *testing.T) {
-	for k, want := range map[perkey.Kind]string{0: "Kind(0)", perkey.Header: "header", perkey.ForwardedFor: "forwardedFor", 6: "Kind(6)"} {
+	for k, want := range map[clientkey.Kind]string{0: "Kind(0)", clientkey.Header: "header", clientkey.ForwardedFor: "forwardedFor", 6: "Kind(6)"} {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", k, got, want)
 		}
