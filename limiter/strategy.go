@@ -4,9 +4,19 @@ package limiter
 // The zero Strategy means none.
 type Strategy uint8
 
-// The strategies, in the order Enter judges them (PressureTest first).
+// The strategies, in the order a request is judged: a point's per-key
+// rules first (KeyVisit to KeyConcurrent), then Enter's, PressureTest
+// first.
 const (
-	PressureTest Strategy = iota + 1
+	// KeyVisit, KeyTokenBucket and KeyConcurrent: a per-key rule of the
+	// point (limiter/perkey) held the request's key to its visits in the
+	// window, its token bucket or its calls in flight. The proxy judges
+	// them before Enter, which never returns them; a request they degrade
+	// is counted on the point by Refuse.
+	KeyVisit Strategy = iota + 1
+	KeyTokenBucket
+	KeyConcurrent
+	PressureTest
 	// Recovery: the point is in its recovery ramp (Policy.RecoveryTime),
 	// and either the request is beyond the share the ramp admits now, or
 	// a call failed during the ramp (which trips the point again).
@@ -27,6 +37,9 @@ const (
 )
 
 var strategyNames = [...]string{
+	KeyVisit:           "key_visit",
+	KeyTokenBucket:     "key_token_bucket",
+	KeyConcurrent:      "key_concurrent",
 	PressureTest:       "pressure_test",
 	Recovery:           "recovery",
 	Visit:              "visit",

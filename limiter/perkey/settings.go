@@ -112,41 +112,25 @@ func (s Settings) Check() error {
 	return errors.Join(errs...)
 }
 
-// Strategy names the per-key limit that degraded a request. The zero
-// Strategy means none.
-type Strategy uint8
-
-// The strategies, in the order Enter judges them.
+// The strategies of a per-key rule, in the order Enter judges them:
+// limiter's own, so that a Verdict's Strategy is what the proxy reports.
 const (
 	// Visit: the key's admitted visits in the window (key_visit).
-	Visit Strategy = iota + 1
+	Visit = limiter.KeyVisit
 	// TokenBucket: the key's token bucket is empty (key_token_bucket).
-	TokenBucket
+	TokenBucket = limiter.KeyTokenBucket
 	// Concurrent: the key's calls in flight (key_concurrent).
-	Concurrent
+	Concurrent = limiter.KeyConcurrent
 )
-
-// String returns "key_visit", "key_token_bucket", "key_concurrent", or ""
-// for the zero Strategy.
-func (s Strategy) String() string {
-	switch s {
-	case Visit:
-		return "key_visit"
-	case TokenBucket:
-		return "key_token_bucket"
-	case Concurrent:
-		return "key_concurrent"
-	}
-	return ""
-}
 
 // Verdict is Enter's judgement of one request.
 type Verdict struct {
 	// Allowed: the key is within every limit; the request was counted
 	// (a visit, a token, a call in flight until Exit).
 	Allowed bool
-	// Strategy is the limit that degraded the request; zero when Allowed.
-	Strategy Strategy
+	// Strategy is the limit that degraded the request: Visit,
+	// TokenBucket or Concurrent; zero when Allowed.
+	Strategy limiter.Strategy
 	// Count and Threshold are the figures behind the degradation: for
 	// Visit the admitted visits in the window this one included, and
 	// VisitThreshold; for TokenBucket the tokens used (the capacity less

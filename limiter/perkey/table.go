@@ -141,7 +141,7 @@ func (t *Table) Enter(c *Call, now time.Time, key uint64) Verdict {
 }
 
 // degraded returns the verdict of a request failing strategy st.
-func degraded(st Strategy, count, threshold int64) Verdict {
+func degraded(st limiter.Strategy, count, threshold int64) Verdict {
 	return Verdict{Strategy: st, Count: count, Threshold: threshold}
 }
 

@@ -40,7 +40,7 @@ type step struct {
 	at      time.Duration
 	exit    int // > 0: exit the call of this step (1-based) instead of entering
 	allowed bool
-	st      Strategy
+	st      limiter.Strategy
 	count   int64
 }
 
@@ -63,7 +63,7 @@ func run(t *testing.T, s Settings, sketch bool, steps []step) {
 
 func TestBoundaries(t *testing.T) {
 	ok := func(d time.Duration) step { return step{at: d, allowed: true} }
-	no := func(d time.Duration, s Strategy, n int64) step { return step{at: d, st: s, count: n} }
+	no := func(d time.Duration, s limiter.Strategy, n int64) step { return step{at: d, st: s, count: n} }
 	cases := []struct {
 		name  string
 		s     Settings
