@@ -23,7 +23,9 @@ import (
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 	"github.com/sds-proxy/sds-proxy/route"
+	"github.com/sds-proxy/sds-proxy/route/clientkey"
 )
 
 // File is one parsed, defaulted and validated sds.yaml. Its settings are
@@ -171,6 +173,35 @@ type Point struct {
 	// ClusterTokenBucket is the point's token bucket shared through
 	// File.Cluster's Redis; the zero value is none.
 	ClusterTokenBucket ClusterTokenBucket
+	// PerKey (perKey) are the point's per-key rules, judged in file
+	// order before its strategies; nil for none.
+	PerKey []PerKey
+}
+
+// PerKey is one per-key rule of a point: where a request's key is, and
+// the thresholds each key is held to in the point's window.
+type PerKey struct {
+	// Key (key) is where a request's key is, as written; Source parses it.
+	Key string
+	// Settings holds the rule's thresholds and MaxKeys, as
+	// limiter/perkey defines them; its Window and Buckets are zero here
+	// (File.KeySettings gives the file's).
+	perkey.Settings
+	// Missing (missing) is what a request without the key gets: "pass"
+	// (the zero value "" too), "degrade" or "shared".
+	Missing string
+}
+
+// Source returns where the rule's key is; for a valid File it has no
+// error.
+func (k PerKey) Source() (clientkey.Source, error) { return clientkey.ParseSource(k.Key) }
+
+// KeySettings returns the settings of the per-key rule k of a point of
+// f: k's, in the file's window. For a valid f, perkey.New accepts them.
+func (f *File) KeySettings(k PerKey) perkey.Settings {
+	s := k.Settings
+	s.Window, s.Buckets = f.Window, f.Buckets
+	return s
 }
 
 // Settings returns the limiter settings of point p of f: the file's window

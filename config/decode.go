@@ -231,7 +231,11 @@ func (d *decoder) value(k *key, v *yaml.Node, base loc, owner reflect.Value) {
 	case kindMapping:
 		d.mapping(k, v, base, dst)
 	case kindList:
-		d.routes(v)
+		if k == keyRoutes {
+			d.routes(v)
+		} else {
+			d.list(k, v, base, dst)
+		}
 	case kindNamed:
 		d.points(v)
 	case kindHeaders:
@@ -350,6 +354,34 @@ func (d *decoder) routes(n *yaml.Node) {
 			d.fields(item, fmt.Sprintf("in route %d", i+1), base, routeSection, reflect.ValueOf(&r).Elem())
 		}
 		d.out.f.Routes = append(d.out.f.Routes, r)
+	}
+}
+
+// list decodes the list v of the key k of a point into dst, a slice of
+// the struct of k's section, item by item; each item's keys are located
+// under it (perKey[1].visitThreshold), and an item that is not a mapping
+// is reported at its place.
+func (d *decoder) list(k *key, v *yaml.Node, base loc, dst reflect.Value) {
+	items, ok := d.sequence(v, fmt.Sprintf("%s of point %q", k.path, base.point), k.want)
+	if !ok {
+		return
+	}
+	if len(items) > k.maxItems {
+		d.p.add(pos{v.Line, v.Column}, "%s of point %q: %d items; a point holds at most %d", k.path, base.point, len(items), k.maxItems)
+		items = items[:k.maxItems]
+	}
+	dst.Set(reflect.MakeSlice(dst.Type(), len(items), len(items)))
+	for i, item := range items {
+		at := itemLoc(base, k, i)
+		name := strings.TrimSuffix(at.field, ".")
+		at.field = name
+		d.out.at[at] = span{key: pos{item.Line, item.Column}, val: pos{item.Line, item.Column}}
+		if d.resolve(item).Kind != yaml.MappingNode {
+			d.p.add(pos{item.Line, item.Column}, "%s of point %q: want a mapping with %s: and its settings, got %s", name, base.point, k.section.keys[0].name, describe(d.resolve(item)))
+			d.out.bad[at] = true
+			continue
+		}
+		d.fields(item, fmt.Sprintf("in %s of point %q", name, base.point), itemLoc(base, k, i), k.section, dst.Index(i))
 	}
 }
 

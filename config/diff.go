@@ -221,6 +221,9 @@ func (s *settings) key(k *key, a, b reflect.Value) {
 	va, vb := field(k, a), field(k, b)
 	switch k.kind {
 	case kindList, kindNamed:
+		if k.show != nil { // a point's list, written whole
+			s.add(k.path, k.show(a, va), k.show(b, vb))
+		}
 		return
 	case kindMapping:
 		if va.Kind() == reflect.Pointer {
@@ -320,6 +323,24 @@ func showFigure(_, v reflect.Value) string {
 		return "off"
 	}
 	return strconv.FormatInt(v.Int(), 10)
+}
+
+// showPerKey writes a point's per-key rules, each as its keys' values,
+// or "none".
+func showPerKey(_, v reflect.Value) string {
+	if v.Len() == 0 {
+		return "none"
+	}
+	rules := make([]string, v.Len())
+	for i := range v.Len() {
+		item := v.Index(i)
+		parts := make([]string, len(perKeySection.keys))
+		for j, k := range perKeySection.keys {
+			parts[j] = k.name + "=" + showKey(k, item, field(k, item))
+		}
+		rules[i] = strings.Join(parts, " ")
+	}
+	return "[" + strings.Join(rules, "; ") + "]"
 }
 
 func showOn(_, v reflect.Value) string {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 )
 
 // kind is the type of a key's value, as the file writes it.
@@ -124,6 +125,10 @@ type section struct {
 	keys []*key
 	// index maps each key's name to its place in keys.
 	index map[string]int
+	// item marks the section of a list's items: its keys' locations are
+	// under their item's (perKey[1].visitThreshold), which decoding
+	// gives as the base of the item's keys.
+	item bool
 	// defaults marks a section whose struct starts with its keys' defaults
 	// set (the top level and cluster); elsewhere the zero value is the
 	// default.
@@ -152,6 +157,9 @@ func newSection(name string, typ reflect.Type, doc string, keys ...*key) *sectio
 		if k.kind == kindMapping {
 			k.section.prefix(k.name + ".")
 		}
+		if k.kind == kindList {
+			k.section.item = true
+		}
 	}
 	return s
 }
@@ -175,17 +183,33 @@ func (s *section) prefix(p string) {
 }
 
 // walk calls fn with each key of sec, its location under base and its
-// field in v, the struct of sec's keys, and so on down the mappings v
-// holds (not the routes and points).
+// field in v, the struct of sec's keys, and so on down the mappings and
+// the lists of a point v holds (not the routes and points, which have
+// their own rules).
 func (sec *section) walk(v reflect.Value, base loc, fn func(k *key, l loc, f reflect.Value)) {
 	for _, k := range sec.keys {
 		l, f := base, field(k, v)
 		l.field = k.path
+		if sec.item {
+			l.field = base.field + k.path
+		}
 		fn(k, l, f)
-		if k.kind == kindMapping && (f.Kind() != reflect.Pointer || !f.IsNil()) {
+		switch {
+		case k.kind == kindMapping && (f.Kind() != reflect.Pointer || !f.IsNil()):
 			k.section.walk(reflect.Indirect(f), base, fn)
+		case k.kind == kindList && k != keyRoutes:
+			for i := range f.Len() {
+				k.section.walk(f.Index(i), itemLoc(base, k, i), fn)
+			}
 		}
 	}
+}
+
+// itemLoc is the base location of the keys of item i of the list k under
+// base: perKey[1]. for the second rule of perKey.
+func itemLoc(base loc, k *key, i int) loc {
+	base.field = fmt.Sprintf("%s[%d].", k.path, i)
+	return base
 }
 
 // walk is section.walk over f's top level and each of its points.
@@ -379,12 +403,14 @@ var (
 		doc: "A limit on the upstream calls in flight that finds the calls the upstream serves at once from its latency against its minimum (Little's law, after TCP Vegas and BBR); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
 	keyQueue = &key{name: "queue", field: "Queue", kind: kindMapping, section: queueSection, show: showOn,
 		doc: "A queue at the point's limit: a request that finds the calls in flight at concurrentThreshold or the adaptive limit (or its sheddable share), or the token bucket empty, waits for a slot or a token instead of being degraded at once: critical before default before sheddable; within a priority first in first out until its requests stand, then newest first while CoDel sheds those that waited past the target, sheddable before default, never critical. A sheddable request may take a slot past its share while no other request waits. {} turns it on with the defaults."}
+	keyPerKey = &key{name: "perKey", field: "PerKey", kind: kindList, maxItems: maxPerKeyRules, section: perKeySection, show: showPerKey, want: "a list of per-key rules such as - key: header:X-Api-Key",
+		doc: "Per-key rules, judged in order before the point's strategies: each holds every key (a client's API key, address, cookie) to its own thresholds in the point's window, with bounded memory that no client escapes by churning keys. A request a rule degrades is a degraded visit of the point that spends none of its thresholds, answered 429 with Retry-After and Sds-Degraded: key_visit; point=P; key=LABEL (key_token_bucket, key_concurrent), LABEL a short keyed hash of the key, never the key (docs/protections.md, Per-key limits)."}
 	keyClusterTokenBucket = &key{name: "clusterTokenBucket", field: "ClusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
 		doc: "A token bucket shared by every proxy of the same cluster: Redis and point name, judged after the local strategies; none left degrades as cluster_token_bucket (429). While Redis fails, each proxy counts on tokensPerSecond / cluster.replicas."}
 )
 
 var pointSection = newSection("point", reflect.TypeFor[Point](), "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
-	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyClusterTokenBucket, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency, keyQueue)
+	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyClusterTokenBucket, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency, keyQueue, keyPerKey)
 
 // The keys under a point's adaptiveConcurrency (keyAdaptiveConcurrency).
 var (
@@ -511,3 +537,24 @@ var (
 // maxMillis is the largest duration the decoder accepts as an integer of
 // milliseconds (and -maxMillis the smallest).
 const maxMillis = math.MaxInt64 / int64(time.Millisecond)
+
+// The keys of a per-key rule, an item of a point's perKey (keyPerKey).
+var (
+	keyPerKeyKey = &key{name: "key", field: "Key", kind: kindString, minLength: 1, empty: "write where a request's key is, such as header:X-Api-Key",
+		doc: "Where a request's key is: header:NAME, query:NAME or cookie:NAME (its value, exactly; differing repeated values are one shared key), clientIP (the TCP peer), or forwardedFor:N (the Nth address from the right of X-Forwarded-For, N the trusted proxies in front; never the client's leftmost). Required."}
+	keyPerKeyVisitThreshold = &key{name: "visitThreshold", field: "VisitThreshold", kind: kindThreshold, def: int64(-1), unit: "requests per window per key",
+		doc: "Degrade a request when its key's admitted requests in the point's window, this one included, are above this (key_visit)."}
+	keyPerKeyTokenBucketGeneratedTokensInSecond = &key{name: "tokenBucketGeneratedTokensInSecond", field: "TokensPerSecond", kind: kindThreshold, def: int64(-1), unit: "tokens per second per key", max: bound(limiter.MaxTokensPerSecond),
+		doc: "Each key's token bucket, filled at this rate and full at start; a request admitted takes a token, and none left degrades (key_token_bucket)."}
+	keyPerKeyTokenBucketSize = &key{name: "tokenBucketSize", field: "TokenBucketSize", kind: kindThreshold, def: int64(-1), unit: "tokens",
+		doc: "Each key's bucket capacity: max(tokenBucketSize, tokenBucketGeneratedTokensInSecond). Needs tokenBucketGeneratedTokensInSecond."}
+	keyPerKeyConcurrentThreshold = &key{name: "concurrentThreshold", field: "ConcurrentThreshold", kind: kindThreshold, def: int64(-1), unit: "requests in flight per key",
+		doc: "Degrade a request when its key's requests in flight, this one included, are above this (key_concurrent)."}
+	keyPerKeyMissing = &key{name: "missing", field: "Missing", kind: kindString, def: "pass", enum: []string{"pass", "degrade", "shared"},
+		doc: "A request without the key: pass (the rule does not judge it), degrade (key_visit, as over its limit), or shared (all such requests are one key)."}
+	keyPerKeyMaxKeys = &key{name: "maxKeys", field: "MaxKeys", kind: kindInt, def: int64(perkey.DefaultMaxKeys), unit: "keys", min: bound(1), max: bound(perkey.MaxMaxKeys), outside: "%[1]v is not a count from %[2]v to %[3]v; size it to the clients you expect, such as maxKeys: 10000",
+		doc: "Keys tracked exactly; beyond them, keys share a fixed-size sketch that never under-counts a key, so memory stays bounded (about maxKeys × (56 + 4·buckets) bytes, and as much again for the sketch) however many keys arrive."}
+)
+
+var perKeySection = newSection("", reflect.TypeFor[PerKey](), "A per-key rule: where a request's key is, and the thresholds each key is held to in the point's window. An absent or negative threshold is off.",
+	keyPerKeyKey, keyPerKeyVisitThreshold, keyPerKeyTokenBucketGeneratedTokensInSecond, keyPerKeyTokenBucketSize, keyPerKeyConcurrentThreshold, keyPerKeyMissing, keyPerKeyMaxKeys)

@@ -22,6 +22,9 @@ const (
 	// diff take time linear in them (docs/configuration.md, Configuration).
 	maxRoutes = 10_000
 	maxPoints = 10_000
+	// maxPerKeyRules bounds a point's perKey rules: each costs every
+	// request of the point a look-up, and a request carries their calls.
+	maxPerKeyRules = 4
 	// maxConnectionsLimit bounds maxConnections: far beyond what a sidecar's
 	// memory holds, and each connection needs a file descriptor.
 	maxConnectionsLimit = 1_000_000

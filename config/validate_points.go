@@ -45,6 +45,7 @@ func (c *checker) points() {
 		c.thresholds(p)
 		c.combinations(p)
 		c.protection(p, sheddable[p.Name], allKnown)
+		c.perKey(p)
 		c.fallback(p)
 	}
 }

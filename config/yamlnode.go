@@ -92,6 +92,9 @@ func (d *decoder) fields(n *yaml.Node, scope string, base loc, sec *section, own
 		}
 		l := base
 		l.field = def.path
+		if sec.item {
+			l.field = base.field + def.path
+		}
 		d.out.at[l] = span{key: pos{k.Line, k.Column}, val: pos{v.Line, v.Column}}
 		before := len(d.p.errs)
 		d.value(def, v, base, owner)
