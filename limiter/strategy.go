@@ -52,6 +52,10 @@ var strategyNames = [...]string{
 	ClusterTokenBucket: "cluster_token_bucket",
 }
 
+// PerKey reports whether s is a per-key rule's strategy: KeyVisit,
+// KeyTokenBucket or KeyConcurrent.
+func (s Strategy) PerKey() bool { return s >= KeyVisit && s <= KeyConcurrent }
+
 // LastStrategy is the highest Strategy: strategies are numbered 1 to
 // LastStrategy in judging order, so an array of LastStrategy+1 elements is
 // indexed by Strategy.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 	"github.com/sds-proxy/sds-proxy/proxy/fallback"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/queue"
@@ -33,6 +34,13 @@ type call struct {
 	path    string
 	lim     limiter.Call
 	verdict limiter.Verdict
+	// keys hold the request's calls in flight on its point's per-key
+	// rules, by rule (keys.go); keyLabel is the label of the key that
+	// degraded it (or would have, on a shadow point), "" for none, and
+	// keyRetry its Retry-After.
+	keys     [MaxKeyRules]perkey.Call
+	keyLabel string
+	keyRetry time.Duration
 	// queue is the point's queue (nil without one), and waited how long
 	// the request waited in it (wait.go).
 	queue  *queue.Queue
@@ -146,6 +154,9 @@ func (c *call) reason() fallback.Reason {
 	}
 	why := fallback.ReasonOf(c.verdict)
 	why.Waited = c.waited
+	if c.keyLabel != "" {
+		why.Key, why.Reopens = c.keyLabel, c.keyRetry
+	}
 	return why
 }
 

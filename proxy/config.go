@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"fmt"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
@@ -48,6 +50,8 @@ type Point struct {
 	fallbackOnError bool
 	fallback        *fallback.Handler
 	shared          limiter.Gate // nil: none
+	keys            []KeyRule    // judged in order before lim
+	shadow          bool         // lim's settings are in shadow mode
 }
 
 // PointOptions are the parts of a Point besides its limiter. The zero
@@ -70,6 +74,10 @@ type PointOptions struct {
 	// point's own strategies admit a request (limiter.Request.Gate); nil
 	// means none.
 	Shared limiter.Gate
+	// Keys are the point's per-key rules, at most MaxKeyRules, judged in
+	// order before its limiter (docs/semantics.md, Per-key rules); nil
+	// means none. NewPoint copies the slice.
+	Keys []KeyRule
 }
 
 // Fallback is what a point answers instead of calling the service; its
@@ -77,9 +85,15 @@ type PointOptions struct {
 type Fallback = fallback.Response
 
 // NewPoint builds a point around lim. Its fallback answers are built the
-// first time each is needed, then kept (fallback.Handler).
+// first time each is needed, then kept (fallback.Handler). It panics on
+// more than MaxKeyRules per-key rules, or one without a table.
 func NewPoint(lim *limiter.Point, opts PointOptions) *Point {
+	if len(opts.Keys) > MaxKeyRules || slices.ContainsFunc(opts.Keys, func(k KeyRule) bool { return k.Table == nil }) {
+		panic(fmt.Sprintf("proxy: point %s: %d per-key rules, want at most %d, each with a table", lim.Name(), len(opts.Keys), MaxKeyRules))
+	}
 	return &Point{
+		keys:            slices.Clone(opts.Keys),
+		shadow:          lim.Settings().Shadow,
 		name:            lim.Name(),
 		lim:             lim,
 		upstreamTimeout: opts.UpstreamTimeout,
@@ -91,6 +105,10 @@ func NewPoint(lim *limiter.Point, opts PointOptions) *Point {
 
 // Name is the point's name, as its limiter has it.
 func (p *Point) Name() string { return p.name }
+
+// Keys returns the point's per-key rules, in judging order. The slice is
+// the point's: it must not be changed.
+func (p *Point) Keys() []KeyRule { return p.keys }
 
 // Limiter is the point's limiter: its window, strategies and delay, and the
 // live state that a reload keeps (limiter.Point.Reconfigure).

@@ -22,6 +22,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/queue"
 	"github.com/sds-proxy/sds-proxy/proxy/statelog"
 	"github.com/sds-proxy/sds-proxy/route"
+	"github.com/sds-proxy/sds-proxy/route/clientkey"
 )
 
 // StatusClientClosedRequest is logged for a client that went away before
@@ -46,6 +47,10 @@ type Options struct {
 	Transport http.RoundTripper
 	// Now overrides the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Hasher turns the keys of per-key rules into numbers and labels;
+	// nil means a new one (clientkey.NewHasher). Give the one the admin
+	// port labels keys with.
+	Hasher *clientkey.Hasher
 }
 
 // Handler is the proxy's http.Handler. It is safe for concurrent use; Swap
@@ -62,6 +67,7 @@ type Handler struct {
 	// changes logs and records the points' state changes, throttled.
 	changes *statelog.Log
 	queues  queue.Set // by point name, across reloads (wait.go)
+	hasher  *clientkey.Hasher
 }
 
 // snapshot is a Config with what the request path derives from it: the
@@ -83,9 +89,12 @@ type snapshot struct {
 
 // New returns a Handler serving cfg.
 func New(cfg *Config, opts Options) *Handler {
-	h := &Handler{opts: opts, now: opts.Now, changes: statelog.New(opts.Logger, opts.Events)}
+	h := &Handler{opts: opts, now: opts.Now, changes: statelog.New(opts.Logger, opts.Events), hasher: opts.Hasher}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if h.hasher == nil {
+		h.hasher = clientkey.NewHasher()
 	}
 	opts.Metrics.SetClock(h.now)
 	h.alarms.now, h.alarms.wake = h.now, make(chan struct{}, 1)
@@ -133,7 +142,7 @@ func (h *Handler) Swap(cfg *Config) {
 	s.queues = h.keepQueues(cfg)
 	s.sources = make([]metrics.Source, len(cfg.Points))
 	for i, p := range cfg.Points {
-		s.sources[i] = metrics.Source{Limiter: p.lim, Gated: p.shared != nil, Queue: s.queues[p]}
+		s.sources[i] = metrics.Source{Limiter: p.lim, Gated: p.shared != nil, Queue: s.queues[p], Keys: keySources(p.keys)}
 	}
 	h.current.Store(s)
 	h.dropForces(cfg)
@@ -201,10 +210,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // enter judges a request on c's point: by the operator's switch in force
-// on the point, or else by its limiter, the fleet-wide bucket included
-// (limiter.Request.Gate). It records the verdict in c, logs the state
-// changes it caused and counts it; a shadow point's would-be degraded
-// request is marked on w.
+// on the point, or else by its per-key rules and then its limiter, the
+// fleet-wide bucket included (limiter.Request.Gate). It records the
+// verdict in c, logs the state changes it caused and counts it; a shadow
+// point's would-be degraded request is marked on w.
+//
+// A request a per-key rule degrades is a degraded visit of the point
+// (limiter.Point.Refuse), which spends none of its thresholds: one key
+// over its limit never trips the point for the others.
 func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priority limiter.Priority) {
 	p, now := c.point, h.now()
 	if f := h.forces.active(p.name, now); f != nil {
@@ -219,6 +232,18 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 		c.verdict.Allowed = true
 		return
 	}
+	var key keyVerdict
+	if len(p.keys) > 0 {
+		key = h.judgeKeys(r, c, now)
+		if !key.Allowed && !p.shadow {
+			p.lim.Refuse(now)
+			c.verdict = limiter.Verdict{Strategy: key.Strategy, Count: key.Count, Threshold: key.Threshold}
+			c.keyLabel, c.keyRetry = key.label, key.rule.retryAfter(key.Strategy)
+			c.series.Degraded.Inc()
+			c.series.Strategy(key.Strategy).Inc()
+			return
+		}
+	}
 	// With a queue and nobody waiting, a sheddable request may use every
 	// slot: a request of a higher priority that comes waits for the next.
 	req := limiter.Request{Priority: priority, Gate: p.shared, Wait: c.queue != nil, WholeLimit: c.queue != nil}
@@ -232,6 +257,11 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 	if c.verdict.Wait {
 		h.wait(r, c, req)
 	}
+	if len(p.keys) > 0 && !key.Allowed && c.verdict.Allowed && !c.verdict.Shadow {
+		// A shadow point's key rule would have degraded it.
+		c.verdict.Shadow, c.verdict.Strategy, c.verdict.Count, c.verdict.Threshold = true, key.Strategy, key.Count, key.Threshold
+		c.keyLabel = key.label
+	}
 	switch {
 	case c.failure == failClientGone: // went away while waiting, counted (wait)
 	case !c.verdict.Allowed:
@@ -241,6 +271,9 @@ func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priorit
 		mark := p.fallback.Degraded(fallback.ReasonOf(c.verdict))
 		if c.queue != nil && c.verdict.Strategy.Queues() {
 			mark += "; queued" // it would have waited, and been degraded only past it
+		}
+		if c.keyLabel != "" {
+			mark += "; key=" + c.keyLabel
 		}
 		w.Header().Set("Sds-Shadow-Degraded", mark)
 		c.series.ShadowDegraded.Inc()
@@ -300,6 +333,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 // has ended it at its headers already), and the access log line is
 // written.
 func (h *Handler) exit(r *http.Request, c *call) {
+	c.exitKeys()
 	var took time.Duration
 	if c.verdict.Allowed {
 		took = c.end(h.now())
@@ -350,6 +384,7 @@ func (h *Handler) access(r *http.Request, c *call, upstream time.Duration) {
 		startField(c),
 		forcedField(c.forced),
 		waitedField(c.waited),
+		keyField(c.keyLabel),
 	)
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
+	"github.com/sds-proxy/sds-proxy/route/clientkey"
 )
 
 // Proxy-port hardening. There is deliberately no server-wide read or write
@@ -202,10 +203,13 @@ type instance struct {
 	metrics *metrics.Set
 	reloads *reloadMetrics
 	handler *proxy.Handler
-	conns   *connlimit.Limiter // maxConnections, under TLS
-	status  *reloadStatus
-	events  *events.Log // trips, delays, probes, recoveries and reloads, for /status
-	ready   atomic.Bool // /readyz, with certReady
+	// hasher numbers and labels the keys of per-key rules, for the
+	// request path and /status alike.
+	hasher *clientkey.Hasher
+	conns  *connlimit.Limiter // maxConnections, under TLS
+	status *reloadStatus
+	events *events.Log // trips, delays, probes, recoveries and reloads, for /status
+	ready  atomic.Bool // /readyz, with certReady
 	// certReady is nil, or with ACME reports whether the certificates
 	// are there (/readyz waits for them).
 	certReady func() bool
@@ -244,7 +248,8 @@ func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: in.metrics, Events: in.events})
+	in.hasher = clientkey.NewHasher()
+	in.handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: in.metrics, Events: in.events, Hasher: in.hasher})
 	if in.cluster != nil {
 		in.cluster.Use(buckets)
 	}
@@ -308,7 +313,7 @@ func (in *instance) serve(file *config.File) {
 	in.adminSrv = &http.Server{
 		Handler: admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Metrics: in.metrics, Ready: in.isReady, Status: in.status.get,
 			Events: in.events, Traffic: in.metrics.Traffic, Version: versionString(), Config: in.status.config,
-			Switches: in.handler, Token: func() []byte { return *in.token.Load() }, Cluster: in.clusterStatus(), Sources: in.handler.Sources}),
+			Switches: in.handler, Token: func() []byte { return *in.token.Load() }, Cluster: in.clusterStatus(), Sources: in.handler.Sources, KeyLabel: in.hasher.Label}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

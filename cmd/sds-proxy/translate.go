@@ -7,6 +7,7 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 	"github.com/sds-proxy/sds-proxy/proxy"
 )
 
@@ -48,7 +49,11 @@ func translateShared(f *config.File, prev *proxy.Config, shared map[string]limit
 		if err != nil {
 			return nil, fmt.Errorf("point %s: %w", cp.Name, err)
 		}
-		p := proxy.NewPoint(lim, pointOptions(cp, shared[cp.Name]))
+		opts := pointOptions(cp, shared[cp.Name])
+		if opts.Keys, err = keyRules(f, cp, old[cp.Name]); err != nil {
+			return nil, fmt.Errorf("point %s: %w", cp.Name, err)
+		}
+		p := proxy.NewPoint(lim, opts)
 		byName[cp.Name] = p
 		cfg.Points = append(cfg.Points, p)
 	}
@@ -67,6 +72,39 @@ func translateShared(f *config.File, prev *proxy.Config, shared map[string]limit
 	}
 	return cfg, nil
 }
+
+// keyRules builds the per-key rules of point cp of f. A rule whose key
+// and settings are those of a rule of prev (the point in force, or nil)
+// keeps its table, so that a reload gives no key a fresh budget; a
+// changed rule starts empty.
+func keyRules(f *config.File, cp *config.Point, prev *proxy.Point) ([]proxy.KeyRule, error) {
+	var rules []proxy.KeyRule
+	for i, k := range cp.PerKey {
+		src, err := k.Source()
+		if err != nil {
+			return nil, fmt.Errorf("perKey[%d]: %w", i, err)
+		}
+		rule := proxy.KeyRule{Source: src, Missing: missing[k.Missing]}
+		settings := f.KeySettings(k)
+		if prev != nil {
+			for _, old := range prev.Keys() {
+				if old.Source == src && old.Table.Settings() == perkey.Defaults(settings) {
+					rule.Table = old.Table
+				}
+			}
+		}
+		if rule.Table == nil {
+			if rule.Table, err = perkey.New(settings); err != nil {
+				return nil, fmt.Errorf("perKey[%d]: %w", i, err)
+			}
+		}
+		rules = append(rules, rule)
+	}
+	return rules, nil
+}
+
+// missing maps a per-key rule's missing: ("" is pass).
+var missing = map[string]proxy.Missing{"": proxy.MissingPass, "pass": proxy.MissingPass, "degrade": proxy.MissingDegrade, "shared": proxy.MissingShared}
 
 // pointOptions maps the parts of a point besides its limiter; shared is
 // its fleet-wide bucket, nil for none.

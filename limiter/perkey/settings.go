@@ -71,6 +71,11 @@ func (s Settings) policy() limiter.Settings {
 	return ls
 }
 
+// Defaults returns s with its zero fields filled with their defaults:
+// the settings a Table made of s reports (Table.Settings), so that a
+// caller can tell whether a table has the settings it would make.
+func Defaults(s Settings) Settings { return s.withDefaults() }
+
 // withDefaults fills the zero fields.
 func (s Settings) withDefaults() Settings {
 	if s.Window == 0 {

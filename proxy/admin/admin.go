@@ -97,9 +97,13 @@ type Options struct {
 	// nil shows none.
 	Cluster func(now time.Time) cluster.Status
 	// Sources returns the points in force as the metrics read them
-	// (proxy.Handler's Sources): /status shows the queue of each point
-	// that has one. nil shows no queue.
+	// (proxy.Handler's Sources): /status shows the queue and the per-key
+	// rules of each point that has them. nil shows neither.
 	Sources func() []metrics.Source
+	// KeyLabel returns the label of a key's 64-bit sum, as the request
+	// path labels it (clientkey.Hasher.Label, the proxy's Hasher): /status
+	// lists each per-key rule's heaviest keys by it. nil lists none.
+	KeyLabel func(sum uint64) string
 }
 
 // History is how far back /status shows events: the dashboard's timeline,
@@ -208,7 +212,7 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	since := now.Add(-History)
 	forces := a.statusForces(now)
-	queues := a.statusQueues()
+	sources := a.statusSources()
 	if a.opts.Events != nil {
 		doc.Events = statusEvents(a.opts.Events.Since(since), MaxEvents)
 	}
@@ -237,8 +241,13 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		p.Forced = forces[sn.Name]
-		if q := queues[sn.Name]; q != nil {
-			p.Queue = statusQueue(q, sn.Settings.Queue)
+		if src := sources[sn.Name]; src != nil {
+			if src.Queue != nil {
+				p.Queue = statusQueue(src.Queue, sn.Settings.Queue)
+			}
+			if len(src.Keys) > 0 {
+				p.PerKey = a.statusKeys(src.Keys, now)
+			}
 		}
 		if b, ok := buckets[sn.Name]; ok {
 			p.Cluster = statusBucket(b)
@@ -350,23 +359,38 @@ func statusProtection(p *PointStatus, sn limiter.Snapshot) {
 	}
 }
 
-// statusQueues returns the queues of the points in force by name; nil
-// when none has one.
-func (a *server) statusQueues() map[string]*queue.Queue {
+// statusSources returns the points in force, as the metrics read them,
+// by name; nil without Options.Sources.
+func (a *server) statusSources() map[string]*metrics.Source {
 	if a.opts.Sources == nil {
 		return nil
 	}
-	var queues map[string]*queue.Queue
-	for _, src := range a.opts.Sources() {
-		if src.Queue == nil {
+	live := a.opts.Sources()
+	out := make(map[string]*metrics.Source, len(live))
+	for i := range live {
+		out[live[i].Limiter.Name()] = &live[i]
+	}
+	return out
+}
+
+// HeaviestKeys is the number of keys /status lists for each per-key rule.
+const HeaviestKeys = 10
+
+// statusKeys returns a point's per-key rules as JSON at now: each with
+// its heaviest keys by label.
+func (a *server) statusKeys(rules []metrics.KeySource, now time.Time) []KeyRule {
+	out := make([]KeyRule, len(rules))
+	for i, r := range rules {
+		s := r.Table.Settings()
+		out[i] = KeyRule{Key: r.Source, Tracked: r.Table.Len(), MaxKeys: s.MaxKeys, Heaviest: []KeyFigures{}}
+		if a.opts.KeyLabel == nil {
 			continue
 		}
-		if queues == nil {
-			queues = make(map[string]*queue.Queue)
+		for _, k := range r.Table.Heaviest(now, HeaviestKeys) {
+			out[i].Heaviest = append(out[i].Heaviest, KeyFigures{Label: a.opts.KeyLabel(k.Key), Visits: k.Visits, InFlight: k.InFlight})
 		}
-		queues[src.Limiter.Name()] = src.Queue
 	}
-	return queues
+	return out
 }
 
 // statusQueue returns q, of settings s, as JSON: its state now and its

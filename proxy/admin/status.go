@@ -120,6 +120,9 @@ type PointStatus struct {
 	// Queue is the point's queue at its limit; nil (omitted) without
 	// queue.
 	Queue *Queue `json:"queue,omitempty"`
+	// PerKey are the point's per-key rules in judging order; nil
+	// (omitted) without perKey.
+	PerKey []KeyRule `json:"perKey,omitempty"`
 	// Strategies are the enabled strategies in judging order, then the
 	// shared token bucket's ("cluster_token_bucket", see Cluster); []
 	// when none.
@@ -247,6 +250,34 @@ type Queue struct {
 	Interval string `json:"interval"`
 	// MaxLength is the most requests waiting at once.
 	MaxLength int64 `json:"maxLength"`
+}
+
+// KeyRule is a per-key rule of a point (perKey: in sds.yaml), read at
+// Status.Now. No raw key ever appears: keys are shown by label.
+type KeyRule struct {
+	// Key is where the rule's key is, as sds.yaml writes it
+	// (header:X-Api-Key).
+	Key string `json:"key"`
+	// Tracked is the number of keys tracked exactly now, at most MaxKeys;
+	// the others share the rule's fixed-size sketch.
+	Tracked int `json:"tracked"`
+	// MaxKeys is the setting in force, its default filled.
+	MaxKeys int `json:"maxKeys"`
+	// Heaviest are up to HeaviestKeys keys tracked exactly with the most
+	// admitted requests in the window, most first; [] when none.
+	Heaviest []KeyFigures `json:"heaviest"`
+}
+
+// KeyFigures are one key's figures in a per-key rule.
+type KeyFigures struct {
+	// Label is the key's label, as Sds-Degraded's key= shows it: a short
+	// keyed hash, never the key.
+	Label string `json:"label"`
+	// Visits are the key's admitted requests in the window.
+	Visits int64 `json:"visits"`
+	// InFlight are its requests in flight (counted with
+	// concurrentThreshold on; 0 otherwise).
+	InFlight int64 `json:"inFlight"`
 }
 
 // Traffic is a point's traffic over the last Seconds.

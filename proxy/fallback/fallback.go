@@ -79,6 +79,10 @@ type Reason struct {
 	// it was degraded, marked "; waited=D" (such as waited=500ms); the
 	// request's own, as Reopens is. 0: it did not wait.
 	Waited time.Duration
+	// Key is the label of the key a per-key rule degraded the request
+	// for (a per-key Strategy), marked "; key=LABEL"; the request's own,
+	// as is its Retry-After, Reopens. "" for none.
+	Key string
 }
 
 // ReasonOf is the Reason of a degraded verdict.
@@ -173,7 +177,7 @@ func buildAnswer(name string, f Response, s retryAfter, why Reason) answer {
 		h[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 	}
 	h.Set("Sds-Degraded", a.degraded)
-	rateLimited := why.Strategy == limiter.Visit || why.Strategy == limiter.TokenBucket || why.Strategy == limiter.ClusterTokenBucket
+	rateLimited := why.Strategy == limiter.Visit || why.Strategy == limiter.TokenBucket || why.Strategy == limiter.ClusterTokenBucket || why.Strategy.PerKey()
 	if a.status == 0 {
 		a.status = http.StatusServiceUnavailable
 		if rateLimited {
@@ -184,9 +188,12 @@ func buildAnswer(name string, f Response, s retryAfter, why Reason) answer {
 	// carries Retry-After only when the fallback's headers do. A 429 says
 	// how long a rate-limited client waits; any other status inside a
 	// delay, when the delay lets requests through again: that changes
-	// with every request, so Serve sets it.
+	// with every request, so Serve sets it, as it does for a per-key
+	// rule's, whose wait is its rule's (Reason.Reopens).
 	if why.Strategy != 0 && h.Get("Retry-After") == "" {
 		switch {
+		case why.Strategy.PerKey():
+			a.reopens = true
 		case a.status == http.StatusTooManyRequests:
 			h.Set("Retry-After", strconv.Itoa(retryAfterSeconds(s, why)))
 		case why.Delay:
@@ -352,14 +359,14 @@ func (fh *Handler) Serve(w http.ResponseWriter, r *http.Request, why Reason) int
 		for k, vs := range a.grpc {
 			h[k] = vs
 		}
-		markWaited(h, a, why.Waited)
+		mark(h, a, why)
 		w.WriteHeader(http.StatusOK)
 		return http.StatusOK
 	}
 	for k, vs := range a.header {
 		h[k] = vs
 	}
-	markWaited(h, a, why.Waited)
+	mark(h, a, why)
 	if a.reopens {
 		h["Retry-After"] = retryAfterValue(why.Reopens)
 	}
@@ -370,12 +377,20 @@ func (fh *Handler) Serve(w http.ResponseWriter, r *http.Request, why Reason) int
 	return a.status
 }
 
-// markWaited adds to the Sds-Degraded of answer a in h how long its
-// request waited in the queue, when it did.
-func markWaited(h http.Header, a *answer, waited time.Duration) {
-	if waited > 0 {
-		h["Sds-Degraded"] = []string{a.degraded + "; waited=" + max(waited.Round(time.Millisecond), time.Millisecond).String()}
+// mark adds to the Sds-Degraded of answer a in h what is the request's
+// own: the key it was degraded for, and how long it waited in the queue.
+func mark(h http.Header, a *answer, why Reason) {
+	if why.Key == "" && why.Waited <= 0 {
+		return
 	}
+	v := a.degraded
+	if why.Key != "" {
+		v += "; key=" + why.Key
+	}
+	if why.Waited > 0 {
+		v += "; waited=" + max(why.Waited.Round(time.Millisecond), time.Millisecond).String()
+	}
+	h["Sds-Degraded"] = []string{v}
 }
 
 // IsGRPC reports whether r is a gRPC call (HTTP/2, Content-Type

@@ -522,6 +522,7 @@ var pointFamilies = func() []struct {
 			return float64(limit), on
 		})},
 		{queueLengthFamily, gauges(queueLength)},
+		{perKeyKeysFamily, gauges(perKeyKeys)},
 		{queueWaitFamily, (*scrape).waits},
 		{recoveryRatioFamily, gauges(func(s *scrape, p *Source, _ limiter.State) (float64, bool) {
 			share, on := p.Limiter.RecoveryShare(s.now)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 	"github.com/sds-proxy/sds-proxy/proxy/queue"
 )
 
@@ -109,13 +110,42 @@ func randomSet(t testing.TB, rng *rand.Rand, reg *prometheus.Registry, now time.
 				c.Exit(now.Add(-time.Second/2), limiter.Outcome(1+rng.IntN(2)))
 			}
 		}
-		live = append(live, Source{Limiter: lim, Gated: rng.IntN(5) == 0, Queue: randomQueue(rng, now)})
+		live = append(live, Source{Limiter: lim, Gated: rng.IntN(5) == 0, Queue: randomQueue(rng, now), Keys: randomKeys(t, rng, now)})
 	}
 	m.Unrouted.Add(float64(rng.IntN(3)))
 	if n > 0 {
 		m.Forces.Active.WithLabelValues("a", "degrade").Set(1)
 	}
 	return m
+}
+
+// randomKeys returns, for a third of the points, one or two per-key
+// rules with a few keys admitted.
+func randomKeys(t testing.TB, rng *rand.Rand, now time.Time) []KeySource {
+	if rng.IntN(3) > 0 {
+		return nil
+	}
+	var keys []KeySource
+	for i := range 1 + rng.IntN(2) {
+		var s perkey.Settings
+		switch rng.IntN(3) {
+		case 0:
+			s.VisitThreshold = limiter.At(int64(1 + rng.IntN(5)))
+		case 1:
+			s.TokensPerSecond = limiter.At(int64(1 + rng.IntN(5)))
+		default:
+			s.ConcurrentThreshold = limiter.At(int64(1 + rng.IntN(5)))
+		}
+		tab, err := perkey.New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range rng.IntN(5) {
+			tab.Enter(nil, now, rng.Uint64())
+		}
+		keys = append(keys, KeySource{Source: fmt.Sprintf("query:k%d", i), Table: tab})
+	}
+	return keys
 }
 
 // randomWaits observes a few waits of random outcomes and lengths on a

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 	"github.com/sds-proxy/sds-proxy/proxy/queue"
 )
 
@@ -188,6 +189,31 @@ type Source struct {
 	// Queue is the point's queue at its limit, read at scrape time for
 	// sds_queue_length; nil when the point has none.
 	Queue *queue.Queue
+	// Keys are the point's per-key rules, in judging order, read at
+	// scrape time for sds_perkey_keys; nil when it has none.
+	Keys []KeySource
+}
+
+// perKeyKeys is sds_perkey_keys of p: the keys its per-key rules track
+// exactly, over all its rules; not on without perKey.
+func perKeyKeys(_ *scrape, p *Source, _ limiter.State) (float64, bool) {
+	if len(p.Keys) == 0 {
+		return 0, false
+	}
+	n := 0
+	for _, k := range p.Keys {
+		n += k.Table.Len()
+	}
+	return float64(n), true
+}
+
+// KeySource is a per-key rule of a point as the metrics and the admin
+// port read it.
+type KeySource struct {
+	// Source is where the rule's key is, as sds.yaml writes it
+	// (header:X-Api-Key).
+	Source string
+	Table  *perkey.Table
 }
 
 // NewSet registers the request path's metrics on reg. points returns the
@@ -341,6 +367,7 @@ var (
 	inflightFamily       = newFamily(dto.MetricType_GAUGE, "sds_inflight", "Upstream calls in flight on the point.", []string{"point"})
 	trippedFamily        = newFamily(dto.MetricType_GAUGE, "sds_point_tripped", "1 while the point's next plain request would be degraded (state open or delay), evaluated at scrape time; 0 otherwise. A shadow point is never tripped.", []string{"point"})
 	adaptiveLimitFamily  = newFamily(dto.MetricType_GAUGE, "sds_adaptive_concurrency_limit", "The point's adaptive concurrency limit in force: upstream calls in flight above it are degraded (adaptive_concurrency). Only points with adaptiveConcurrency.", []string{"point"})
+	perKeyKeysFamily     = newFamily(dto.MetricType_GAUGE, "sds_perkey_keys", "Keys the point's per-key rules track exactly now, over all its rules (at most the sum of their maxKeys; the others share each rule's fixed-size sketch), read at scrape time. Only points with perKey. No series names a key.", []string{"point"})
 	queueLengthFamily    = newFamily(dto.MetricType_GAUGE, "sds_queue_length", "Requests waiting now in the point's queue at its limit, read at scrape time. Only points with queue.", []string{"point"})
 	queueWaitFamily      = newFamily(dto.MetricType_HISTOGRAM, "sds_queue_wait_seconds", "Time requests waited in the point's queue at its limit, one observation per request that waited, by how the wait ended: admitted (its turn came and it was judged again), shed (waited past the target while the queue stood, or pushed out of a full queue as its lowest priority's oldest), full (found the queue full and pushed no one out: never waited, observed as 0), timeout (waited maxWait, or its token was due later than that), canceled (its client went away). A request that leaves the queue unadmitted is judged once more without waiting. Time in the queue is never upstream time.", []string{"point", "outcome"})
 	recoveryRatioFamily  = newFamily(dto.MetricType_GAUGE, "sds_recovery_admitted_ratio", "The share of requests the point's recovery ramp admits now, from recoveryStart/100 to 1; 1 while no ramp runs. Only points with recoveryTime.", []string{"point"})
@@ -359,6 +386,7 @@ var (
 	adaptiveLimitDesc  = adaptiveLimitFamily.desc
 	recoveryRatioDesc  = recoveryRatioFamily.desc
 	queueLengthDesc    = queueLengthFamily.desc
+	perKeyKeysDesc     = perKeyKeysFamily.desc
 	stateDesc          = stateFamily.desc
 )
 
@@ -457,9 +485,9 @@ type seriesBatch struct {
 
 // batchSeries is the number of series of a point: its counters, then
 // sds_inflight, sds_point_tripped, sds_point_state's,
-// sds_adaptive_concurrency_limit, sds_recovery_admitted_ratio and
-// sds_queue_length.
-const batchSeries = pointCounts + 2 + len(pointStates) + 3
+// sds_adaptive_concurrency_limit, sds_recovery_admitted_ratio,
+// sds_queue_length and sds_perkey_keys.
+const batchSeries = pointCounts + 2 + len(pointStates) + 4
 
 // add appends a series of desc with the point's label and label (when not
 // nil), sorted by name, and returns it.
@@ -482,7 +510,7 @@ func (b *seriesBatch) add(desc *prometheus.Desc, point, label *dto.LabelPair, va
 }
 
 func (c *pointCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{requestsDesc, degradedDesc, shadowDegradedDesc, errorsDesc, timeoutsDesc, inflightDesc, trippedDesc, stateDesc, adaptiveLimitDesc, recoveryRatioDesc, queueLengthDesc} {
+	for _, d := range []*prometheus.Desc{requestsDesc, degradedDesc, shadowDegradedDesc, errorsDesc, timeoutsDesc, inflightDesc, trippedDesc, stateDesc, adaptiveLimitDesc, recoveryRatioDesc, queueLengthDesc, perKeyKeysDesc} {
 		ch <- d
 	}
 }
@@ -552,6 +580,11 @@ func (c *pointCollector) Collect(ch chan<- prometheus.Metric) {
 			s.gauge = true
 			ch <- s
 		}
+		if n, on := perKeyKeys(nil, p, state); on {
+			s := b.add(perKeyKeysDesc, pm.pointLabel, nil, n)
+			s.gauge = true
+			ch <- s
+		}
 	}
 	// sds_upstream_errors_total's labels sort kind before point.
 	for _, k := range errorOrder {
@@ -591,6 +624,14 @@ func judged(p *Source) uint64 {
 	for s := limiter.Strategy(1); s <= limiter.LastStrategy; s++ {
 		if policy.Judges(s) || s == limiter.ClusterTokenBucket && p.Gated {
 			mask |= 1 << s
+		}
+	}
+	for _, k := range p.Keys {
+		ks := k.Table.Settings()
+		for s, t := range [...]limiter.Threshold{limiter.KeyVisit: ks.VisitThreshold, limiter.KeyTokenBucket: ks.TokensPerSecond, limiter.KeyConcurrent: ks.ConcurrentThreshold} {
+			if t != (limiter.Threshold{}) {
+				mask |= 1 << s
+			}
 		}
 	}
 	return mask
