@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/route"
 )
@@ -149,6 +150,22 @@ func BenchmarkHandler(b *testing.B) {
 		p := rpPoint(b, "off", func(s *limiter.Settings) { s.VisitThreshold = limiter.At(0) }, proxy.PointOptions{})
 		h, _ := rpHandler(b, rpConfig(upstreamURL, p), proxy.Options{Transport: upstream})
 		benchHandler(b, h, http.StatusTooManyRequests)
+	})
+	// all-strategies with a per-key rule of every per-key strategy, far
+	// above the load: the per-key check's cost on an admitted request.
+	b.Run("sds/all-strategies-per-key", func(b *testing.B) {
+		rule := keyRule(b, proxy.MissingPass, perkey.Settings{VisitThreshold: limiter.At(1 << 31), TokensPerSecond: limiter.At(limiter.MaxTokensPerSecond), ConcurrentThreshold: limiter.At(1 << 20)})
+		p := rpPoint(b, "all", allStrategies, proxy.PointOptions{Keys: []proxy.KeyRule{rule}})
+		h, _ := rpHandler(b, rpConfig(upstreamURL, p), proxy.Options{Transport: upstream})
+		benchHandler(b, h, http.StatusOK, "X-Api-Key", "sk_live_0123456789")
+		checkNeverTripped(b, p)
+	})
+	// A key over its limit: the per-key rule's degraded answer.
+	b.Run("sds/per-key-degraded", func(b *testing.B) {
+		rule := keyRule(b, proxy.MissingPass, perkey.Settings{VisitThreshold: limiter.At(0)})
+		p := rpPoint(b, "key", nil, proxy.PointOptions{Keys: []proxy.KeyRule{rule}})
+		h, _ := rpHandler(b, rpConfig(upstreamURL, p), proxy.Options{Transport: upstream})
+		benchHandler(b, h, http.StatusTooManyRequests, "X-Api-Key", "sk_live_0123456789")
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/sds-proxy/sds-proxy/config"
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/limiter/perkey"
+	"github.com/sds-proxy/sds-proxy/proxy"
 )
 
 func loadExample(t *testing.T) *config.File {
@@ -118,5 +120,46 @@ func TestFallbackHeaders(t *testing.T) {
 	}
 	if got := rec.Header().Get("Content-Type"); got != "text/plain" {
 		t.Errorf("Content-Type = %q, want text/plain", got)
+	}
+}
+
+// TestTranslateKeepsKeyTables: a reload keeps a per-key rule's table when
+// its key and thresholds are unchanged, whatever else changed, so no key
+// gets a fresh budget; a changed rule, or a changed window, starts a new
+// table.
+func TestTranslateKeepsKeyTables(t *testing.T) {
+	var prev *proxy.Config
+	load := func(window, pointVisits, keyVisits string) []proxy.KeyRule {
+		t.Helper()
+		src := "upstream: http://127.0.0.1:9\nwindow: " + window + "\nroutes:\n  - point: p\n    match: {}\npoints:\n  p:\n    visitThreshold: " + pointVisits +
+			"\n    perKey:\n      - {key: header:X-Api-Key, visitThreshold: " + keyVisits + ", missing: shared}\n      - {key: clientIP, concurrentThreshold: 4}\n"
+		f, err := config.ParseText("sds.yaml", []byte(src), config.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := translateShared(f, prev, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = cfg
+		return cfg.Points[0].Keys()
+	}
+	first := load("10s", "100", "30")
+	if len(first) != 2 || first[0].Source.String() != "header:X-Api-Key" || first[0].Missing != proxy.MissingShared || first[1].Source.String() != "clientIP" {
+		t.Fatalf("rules %+v, want header:X-Api-Key (missing: shared) then clientIP", first)
+	}
+	if got := first[0].Table.Settings(); got.VisitThreshold != limiter.At(30) || got.Window != 10*time.Second || got.MaxKeys != perkey.DefaultMaxKeys {
+		t.Errorf("first rule's table settings %+v, want 30 visits in the file's 10s window, default maxKeys", got)
+	}
+	second := load("10s", "200", "30")
+	if second[0].Table != first[0].Table || second[1].Table != first[1].Table {
+		t.Error("a reload that changed only the point's visitThreshold made new per-key tables; want them kept")
+	}
+	third := load("10s", "200", "40")
+	if third[0].Table == second[0].Table || third[1].Table != second[1].Table {
+		t.Error("a reload that changed the first rule's threshold: want a new table for it and the second kept")
+	}
+	if fourth := load("20s", "200", "40"); fourth[0].Table == third[0].Table || fourth[1].Table == third[1].Table {
+		t.Error("a reload that changed the window kept a per-key table; want new ones")
 	}
 }
