@@ -553,7 +553,7 @@ var (
 	keyPerKeyMissing = &key{name: "missing", field: "Missing", kind: kindString, def: "pass", enum: []string{"pass", "degrade", "shared"},
 		doc: "A request without the key: pass (the rule does not judge it), degrade (key_visit, as over its limit), or shared (all such requests are one key)."}
 	keyPerKeyMaxKeys = &key{name: "maxKeys", field: "MaxKeys", kind: kindInt, def: int64(perkey.DefaultMaxKeys), unit: "keys", min: bound(1), max: bound(perkey.MaxMaxKeys), outside: "%[1]v is not a count from %[2]v to %[3]v; size it to the clients you expect, such as maxKeys: 10000",
-		doc: "Keys tracked exactly; beyond them, keys share a fixed-size sketch that never under-counts a key, so memory stays bounded (about maxKeys × (56 + 4·buckets) bytes, and as much again for the sketch) however many keys arrive."}
+		doc: "Keys tracked exactly; beyond them, keys share a fixed-size sketch that never under-counts a key, so memory stays bounded however many keys arrive: a rule holds at most maxKeys × (120 + 20·buckets) bytes, all from the start (2.3 MiB at the defaults)."}
 )
 
 var perKeySection = newSection("", reflect.TypeFor[PerKey](), "A per-key rule: where a request's key is, and the thresholds each key is held to in the point's window. An absent or negative threshold is off.",

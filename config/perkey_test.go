@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -79,5 +80,35 @@ func TestPerKeyExplained(t *testing.T) {
 		To:   `[key="clientIP" visitThreshold=200 tokenBucketGeneratedTokensInSecond=off tokenBucketSize=off concurrentThreshold=off missing="degrade" maxKeys=0]`}}
 	if !slices.Equal(got, want) {
 		t.Errorf("PointSettings = %q, want %q", got, want)
+	}
+}
+
+// TestPerKeyMemory: a config whose per-key rules hold more memory than a
+// sidecar should is warned of, and past 2 GiB rejected, at the heaviest
+// rule.
+func TestPerKeyMemory(t *testing.T) {
+	config := func(points, maxKeys int) string {
+		var b strings.Builder
+		b.WriteString("upstream: http://127.0.0.1:9000\nroutes:\n")
+		for i := range points {
+			fmt.Fprintf(&b, "  - point: p%d\n    match: {path: /p%d}\n", i, i)
+		}
+		b.WriteString("points:\n")
+		for i := range points {
+			fmt.Fprintf(&b, "  p%d:\n    perKey:\n      - {key: clientIP, visitThreshold: 3, maxKeys: %d}\n", i, maxKeys)
+		}
+		return b.String()
+	}
+	f, err := Parse("sds.yaml", []byte(config(1, perkey.DefaultMaxKeys)), Options{})
+	if err != nil || len(f.Warnings) > 0 {
+		t.Errorf("one rule at the default maxKeys: %v, warnings %v; want neither", err, f.Warnings)
+	}
+	f, err = Parse("sds.yaml", []byte(config(2, 100_000)), Options{})
+	if err != nil || len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0].Msg, "the per-key rules hold 39 MiB of memory from the start") {
+		t.Errorf("two rules of 100,000 keys: %v, warnings %v; want a warning of 39 MiB", err, f.Warnings)
+	}
+	_, err = Parse("sds.yaml", []byte(config(13, 1_000_000)), Options{})
+	if err == nil || !strings.Contains(err.Error(), "the per-key rules would hold 2239 MiB of memory from the start, more than 2048 MiB") {
+		t.Errorf("13 rules of a million keys: %v, want it rejected for 2239 MiB", err)
 	}
 }

@@ -62,6 +62,7 @@ func validate(d *decoded, opts Options, p *problems) {
 	c.cluster()
 	c.routes()
 	c.points()
+	c.perKeyMemory()
 }
 
 // bounds reports the value f of the key k at l when it is beyond k's

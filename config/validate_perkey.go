@@ -2,10 +2,12 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
+	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 	"github.com/sds-proxy/sds-proxy/route/clientkey"
 )
 
@@ -49,6 +51,43 @@ func (c *checker) perKey(p *Point) {
 			c.p.add(c.key(l), "%s is set but %s is not: the bucket is never filled; add %s: 10 or remove %s", l.field, at(keyPerKeyTokenBucketGeneratedTokensInSecond).field, keyPerKeyTokenBucketGeneratedTokensInSecond.name, keyPerKeyTokenBucketSize.name)
 		}
 		c.perKeyLimits(p, r, item, base)
+	}
+}
+
+// The memory the per-key rules of a config may hold: a table holds all of
+// its memory from the start (limiter/perkey), about 2.3 MiB at the
+// default maxKeys.
+const (
+	// perKeyWarnBytes is the total past which validation warns: a quarter
+	// of the example Deployment's 128 MiB memory limit.
+	perKeyWarnBytes = 32 << 20
+	// perKeyMaxBytes is the total past which a config is rejected: no
+	// sidecar is meant to hold more.
+	perKeyMaxBytes = 2 << 30
+)
+
+// perKeyMemory reports a config whose per-key rules together hold more
+// memory than a sidecar should: a warning past perKeyWarnBytes, an error
+// past perKeyMaxBytes, at the rule that holds the most.
+func (c *checker) perKeyMemory() {
+	total, most := 0, 0
+	var at loc
+	for i := range c.d.f.Points {
+		p := &c.d.f.Points[i]
+		for j, r := range p.PerKey {
+			n := perkey.Bytes(c.d.f.KeySettings(r))
+			total += n
+			if n > most {
+				most, at = n, loc{point: p.Name, field: fmt.Sprintf("%s[%d]", keyPerKey.path, j)}
+			}
+		}
+	}
+	const mib = 1 << 20
+	switch {
+	case total > perKeyMaxBytes:
+		c.p.add(c.key(at), "the per-key rules would hold %d MiB of memory from the start, more than %d MiB; lower their maxKeys (point %q's %s holds %d MiB)", total/mib, perKeyMaxBytes/mib, at.point, at.field, most/mib)
+	case total > perKeyWarnBytes:
+		c.p.warn(c.key(at), "the per-key rules hold %d MiB of memory from the start (point %q's %s holds %d MiB: a rule holds at most maxKeys × (120 + 20·buckets) bytes); size the sidecar's memory limit for it, or lower maxKeys", total/mib, at.point, at.field, most/mib)
 	}
 }
 

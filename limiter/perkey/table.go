@@ -233,6 +233,39 @@ func (t *Table) Heaviest(now time.Time, n int) []KeyCount {
 	return out[:min(n, len(out))]
 }
 
+// Bytes returns the memory a table of settings s would hold, in bytes,
+// without making one: what New(s).Bytes() returns, so that a config can
+// be judged before any table is made. Settings beyond the limits give 0.
+func Bytes(s Settings) int {
+	if s.Check() != nil {
+		return 0
+	}
+	s = s.withDefaults()
+	n := shardCount(s.MaxKeys)
+	w := sketchWidth(s.MaxKeys) / n
+	total := int(unsafe.Sizeof(Table{})) + n*int(unsafe.Sizeof(shard{}))
+	_, visits := s.VisitThreshold.Get()
+	_, tokens := s.TokensPerSecond.Get()
+	_, flights := s.ConcurrentThreshold.Get()
+	for i := range n {
+		keys := s.MaxKeys / n
+		if i < s.MaxKeys%n {
+			keys++
+		}
+		total += 4*(1<<bits.Len(uint(2*keys-1))) + int(unsafe.Sizeof(entry{}))*keys + 4*keys*s.Buckets
+		if visits {
+			total += 4 * rows * w * (s.Buckets + 1)
+		}
+		if tokens {
+			total += 8 * rows * w
+		}
+		if flights {
+			total += 4 * rows * w
+		}
+	}
+	return total
+}
+
 // Bytes returns the memory the table holds, in bytes: what New allocated
 // (the package doc gives the formula), which no traffic changes.
 func (t *Table) Bytes() int {

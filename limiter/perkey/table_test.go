@@ -197,3 +197,26 @@ func TestDropOnlyEmpty(t *testing.T) {
 }
 
 func limitAt(n int64) limiter.Threshold { return limiter.At(n) }
+
+// TestBytes: Bytes tells, without making one, what a table of the same
+// settings holds.
+func TestBytes(t *testing.T) {
+	for _, s := range []Settings{
+		{VisitThreshold: limiter.At(1)},
+		{TokensPerSecond: limiter.At(5), MaxKeys: 1},
+		{ConcurrentThreshold: limiter.At(2), MaxKeys: 255},
+		{VisitThreshold: limiter.At(3), TokensPerSecond: limiter.At(1), ConcurrentThreshold: limiter.At(1), MaxKeys: 100_001, Buckets: 7, Window: 7 * time.Second},
+		{VisitThreshold: limiter.At(3), MaxKeys: 4097, Buckets: 1000, Window: time.Second},
+	} {
+		tab, err := New(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := Bytes(s), tab.Bytes(); got != want {
+			t.Errorf("Bytes(%+v) = %d, want the table's %d", s, got, want)
+		}
+	}
+	if got := Bytes(Settings{MaxKeys: -1}); got != 0 {
+		t.Errorf("Bytes of settings beyond the limits = %d, want 0", got)
+	}
+}
