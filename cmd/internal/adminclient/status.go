@@ -155,7 +155,8 @@ func decodeStatus(body []byte, doc *admin.Status) error {
 
 // writeStatusTable writes doc as a header line and a table of one row per
 // point, in config order, ages and times counted from doc.Now; "-" marks
-// what the document does not hold.
+// what the document does not hold. Under the table, each point's queue
+// and per-key rules have a line each.
 func writeStatusTable(w io.Writer, doc *admin.Status) error {
 	var b bytes.Buffer
 	b.WriteString(statusHeader(doc))
@@ -187,9 +188,14 @@ func writeStatusTable(w io.Writer, doc *admin.Status) error {
 		fmt.Fprintln(tw, "(no points)")
 	}
 	tw.Flush()
-	sep := "\n" // a blank line between the table and the queues' lines
+	sep := "\n" // a blank line between the table and the lines of queues and per-key rules
 	for i := range doc.Points {
-		if line := queueLine(&doc.Points[i]); line != "" {
+		p := &doc.Points[i]
+		lines := keyLines(p)
+		if line := queueLine(p); line != "" {
+			lines = append([]string{line}, lines...)
+		}
+		for _, line := range lines {
 			b.WriteString(sep + line + "\n")
 			sep = ""
 		}
@@ -212,6 +218,36 @@ func queueLine(p *admin.PointStatus) string {
 	}
 	return fmt.Sprintf("queue %s: %d waiting%s; target %s, maxWait %s, interval %s, maxLength %d",
 		Cell(p.Name), q.Length, standing, Cell(q.Target), Cell(q.MaxWait), Cell(q.Interval), q.MaxLength)
+}
+
+// keyLines are the lines under the table about p's per-key rules, one
+// per rule in judging order, none for a point without: "perKey P KEY:
+// T/M tracked; heaviest L1 (V visits, F in flight), L2 (V visits)...",
+// calls in flight said when there are any, or "; no key with visits in
+// the window". Keys are shown by label, as /status has them.
+func keyLines(p *admin.PointStatus) []string {
+	var lines []string
+	for _, r := range p.PerKey {
+		var b strings.Builder
+		fmt.Fprintf(&b, "perKey %s %s: %d/%d tracked", Cell(p.Name), Cell(r.Key), r.Tracked, r.MaxKeys)
+		if len(r.Heaviest) == 0 {
+			b.WriteString("; no key with visits in the window")
+		}
+		for i, k := range r.Heaviest {
+			if i == 0 {
+				b.WriteString("; heaviest ")
+			} else {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s (%d visits", Cell(k.Label), k.Visits)
+			if k.InFlight > 0 {
+				fmt.Fprintf(&b, ", %d in flight", k.InFlight)
+			}
+			b.WriteString(")")
+		}
+		lines = append(lines, b.String())
+	}
+	return lines
 }
 
 // tripCount is what the LAST TRIP cell adds when p's event history holds

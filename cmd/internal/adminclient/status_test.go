@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -326,5 +327,20 @@ func TestStatusAdminFromConfig(t *testing.T) {
 		case tc.wantErr == "" && (err != nil || got.base != tc.want):
 			t.Errorf("%s: got %q, %v (%s); want %q", tc.name, got.base, err, stderr.String(), tc.want)
 		}
+	}
+}
+
+// TestKeyLines: a point without per-key rules has no line; what a rule's
+// key and labels hold reaches the terminal as Cell makes it.
+func TestKeyLines(t *testing.T) {
+	t.Parallel()
+	if got := keyLines(&admin.PointStatus{Name: "plain"}); got != nil {
+		t.Errorf("a point without perKey: got %q, want no line", got)
+	}
+	p := &admin.PointStatus{Name: "api", PerKey: []admin.KeyRule{{Key: "header:X\x1b[2J", Tracked: 1, MaxKeys: 10,
+		Heaviest: []admin.KeyFigures{{Label: "ab\ncd", Visits: 3}}}}}
+	want := []string{"perKey api header:X?[2J: 1/10 tracked; heaviest ab?cd (3 visits)"}
+	if got := keyLines(p); !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }
