@@ -111,8 +111,10 @@ func (t *Table) shard(key uint64) *shard {
 // token bucket, then its calls in flight. When every limit passes, the
 // request is counted (a visit in now's bucket, a token, and, with the
 // concurrent strategy on, a call in flight that c holds until c.Exit) and
-// the Verdict is Allowed. c may be nil when the concurrent strategy is off;
-// Enter resets it either way. Enter does not allocate.
+// the Verdict is Allowed. Enter resets c. c may be nil when the concurrent
+// strategy is off; with it on, a nil c counts a call in flight that
+// nothing can free (a test's way to hold one for good), so a caller that
+// serves requests passes a Call and Exits it. Enter does not allocate.
 func (t *Table) Enter(c *Call, now time.Time, key uint64) Verdict {
 	if c != nil {
 		c.t = nil
