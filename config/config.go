@@ -85,6 +85,9 @@ type File struct {
 	// space removed: at least MinAdminToken visible ASCII characters. nil
 	// without the file, and after ParseText. A reload reads it again.
 	AdminToken []byte
+	// StaleCache (staleCache) is the memory the points' kept answers
+	// share.
+	StaleCache StaleCache
 	// TLS (tls) is the inbound TLS setting; the zero value serves cleartext.
 	TLS TLS
 	// Cluster (cluster) is the Redis of the points' shared token buckets;
@@ -176,6 +179,25 @@ type Point struct {
 	// PerKey (perKey) are the point's per-key rules, judged in file
 	// order before its strategies; nil for none.
 	PerKey []PerKey
+	// Stale (stale) serves the last good answer instead of the fallback;
+	// the zero value is off.
+	Stale Stale
+}
+
+// Stale is a point's stale: setting (keys.go).
+type Stale struct {
+	// On: the point has stale:.
+	On bool
+	// MaxAge is how old a kept answer may be when served, 1s to 7 days.
+	// Default DefaultStaleMaxAge.
+	MaxAge time.Duration
+}
+
+// StaleCache is staleCache: (keys.go).
+type StaleCache struct {
+	// MaxBytes bounds the kept answers' memory, in bytes, 0 (none kept)
+	// to 4 GiB. Default DefaultStaleCacheBytes.
+	MaxBytes int64
 }
 
 // PerKey is one per-key rule of a point: where a request's key is, and

@@ -250,6 +250,8 @@ func (d *decoder) value(k *key, v *yaml.Node, base loc, owner reflect.Value) {
 		d.text(k, v, dst)
 	case kindDuration:
 		d.duration(k, v, dst)
+	case kindBytes:
+		d.size(k, v, dst)
 	default:
 		d.number(k, v, dst)
 	}

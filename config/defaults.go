@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"time"
 
@@ -20,6 +21,12 @@ const (
 	DefaultMaxConnections   = 1024
 	DefaultClusterTimeout   = 50 * time.Millisecond
 	DefaultClusterKeyPrefix = "sds:"
+	// DefaultStaleCacheBytes is staleCache.maxBytes's default, as the
+	// file writes it: 64 MiB, half the example Deployment's memory limit,
+	// held only as answers are kept.
+	DefaultStaleCacheBytes = "64MiB"
+	// DefaultStaleMaxAge is a point's stale.maxAge default.
+	DefaultStaleMaxAge = 10 * time.Minute
 )
 
 // newFile returns a File holding every top-level default.
@@ -30,14 +37,22 @@ func newFile() *File {
 }
 
 // setDefaults sets, in v, the struct of sec's keys, each key's default
-// (key.def): a string, a bool, an integer, or a duration written as a
-// string.
+// (key.def): a string, a bool, an integer, or a duration or a size written
+// as a string; and those of a mapping held by value whose section has
+// defaults (staleCache), which apply when the file has none.
 func setDefaults(sec *section, v reflect.Value) {
 	for _, k := range sec.keys {
+		if k.kind == kindMapping && k.field != "" && k.section.defaults && field(k, v).Kind() == reflect.Struct {
+			setDefaults(k.section, field(k, v))
+		}
 		if k.def == nil || k.field == "" {
 			continue
 		}
 		f := field(k, v)
+		if n, ok := parseBytes(fmt.Sprint(k.def)); ok && k.kind == kindBytes {
+			f.SetInt(n)
+			continue
+		}
 		switch def := k.def.(type) {
 		case bool:
 			f.SetBool(def)

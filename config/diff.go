@@ -308,6 +308,9 @@ func showQuoted(_, v reflect.Value) string { return strconv.Quote(v.String()) }
 
 func showText(_, v reflect.Value) string { return fmt.Sprint(v.Interface()) }
 
+// showBytes writes a size: 64MiB.
+func showBytes(_, v reflect.Value) string { return formatBytes(v.Int()) }
+
 // showOrDefault writes a zero value as "default": the field is left to
 // the proxy's or the limiter's default.
 func showOrDefault(_, v reflect.Value) string {

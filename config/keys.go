@@ -33,6 +33,7 @@ const (
 	kindInt                       // an integer
 	kindThreshold                 // an integer; a negative one (SDS's -1) is off
 	kindDuration                  // a Go duration such as 250ms, or an integer of milliseconds
+	kindBytes                     // a size such as 64MiB, or an integer of bytes
 	kindStrings                   // a list of strings
 	kindHeaders                   // a mapping of header names to a value or a list of values
 	kindMapping                   // a mapping of the keys of section
@@ -60,7 +61,7 @@ type key struct {
 	// enum lists the values a string may take.
 	enum []string
 	// min and max bound an integer, both inclusive (for a duration, in
-	// milliseconds).
+	// milliseconds; for a size, in bytes).
 	min, max *int64
 	// outside is the message of a value beyond min and max (or, for a
 	// string, of a length beyond maxLength), a format given the value,
@@ -282,6 +283,8 @@ var (
 		doc: "The most client connections the proxy port holds open at once, idle, busy and upgraded together. A change applies on a reload."}
 	keyAdminTokenFile = &key{name: "adminTokenFile", field: "AdminTokenFile", kind: kindString, file: true, minLength: 1,
 		doc: "A file holding the bearer token (at least 16 visible ASCII characters; surrounding white space ignored) that turns on the admin port's runtime switches, POST and DELETE /points/NAME/force. Absent: the switches do not exist. Read again on every reload; a relative path is resolved against the config file's directory."}
+	keyStaleCache = &key{name: "staleCache", field: "StaleCache", kind: kindMapping, section: staleCacheSection,
+		doc: "The memory that the points' kept answers (stale:) share. Absent: the defaults; a point without stale: keeps nothing, so the cache holds nothing."}
 	keyTLS = &key{name: "tls", field: "TLS", kind: kindMapping, restart: true, section: tlsSection,
 		doc: "Inbound TLS: certFile and keyFile, or acme."}
 	keyCluster = &key{name: "cluster", field: "Cluster", kind: kindMapping, restart: true, section: clusterSection, whole: true, show: showCluster,
@@ -295,7 +298,15 @@ var (
 var topSection = newDefaultsSection("", reflect.TypeFor[File](), "sds.yaml: the config of sds-proxy, a sidecar reverse proxy that degrades service points (docs/configuration.md, Configuration).",
 	// The keys that need a restart first, in the order Change.NeedsRestart
 	// names them; the others in the order of Change.Settings.
-	keyListen, keyAdmin, keyTLS, keyH2C, keyCluster, keyUpstream, keyForwardedHeaders, keyWindow, keyBuckets, keyPressureTestHeader, keyAccessLog, keyDrainTimeout, keyMaxConnections, keyAdminTokenFile, keyRoutes, keyPoints)
+	keyListen, keyAdmin, keyTLS, keyH2C, keyCluster, keyUpstream, keyForwardedHeaders, keyWindow, keyBuckets, keyPressureTestHeader, keyAccessLog, keyDrainTimeout, keyMaxConnections, keyAdminTokenFile, keyStaleCache, keyRoutes, keyPoints)
+
+// The keys under staleCache (keyStaleCache).
+var keyStaleCacheMaxBytes = &key{name: "maxBytes", field: "MaxBytes", kind: kindBytes, def: DefaultStaleCacheBytes, min: bound(0), max: bound(maxStaleCacheBytes), show: showBytes,
+	outside: "%[1]v is not a size from %[2]v to %[3]v; write one such as maxBytes: 64MiB, or 0 to keep no answer",
+	doc: "The most memory all kept answers hold together, least recently used evicted first; one answer holds at most a sixteenth of it and at most 8 MiB. 0 keeps none."}
+
+var staleCacheSection = newDefaultsSection("", reflect.TypeFor[StaleCache](), "The memory that the points' kept answers share (docs/protections.md, Stale answers).",
+	keyStaleCacheMaxBytes)
 
 // The keys under tls (keyTLS).
 var (
@@ -403,6 +414,8 @@ var (
 		doc: "A limit on the upstream calls in flight that finds the calls the upstream serves at once from its latency against its minimum (Little's law, after TCP Vegas and BBR); calls above it are degraded as adaptive_concurrency. {} turns it on with the defaults."}
 	keyQueue = &key{name: "queue", field: "Queue", kind: kindMapping, section: queueSection, show: showOn,
 		doc: "A queue at the point's limit: a request that finds the calls in flight at concurrentThreshold or the adaptive limit (or its sheddable share), or the token bucket empty, waits for a slot or a token instead of being degraded at once: critical before default before sheddable; within a priority first in first out until its requests stand, then newest first while CoDel sheds those that waited past the target, sheddable before default, never critical. A sheddable request may take a slot past its share while no other request waits. {} turns it on with the defaults."}
+	keyStale = &key{name: "stale", field: "Stale", kind: kindMapping, section: staleSection, show: showOn,
+		doc: "Serve the last good answer instead of the fallback: a degraded GET or HEAD (any strategy, the delay, an operator's switch, or with fallbackOnError a failed call) gets the answer the upstream last gave to the same request, if one was kept and is younger than maxAge, with Age and Sds-Degraded: STRATEGY; point=P; stale. Only what a shared cache may keep is kept, never an answer meant for one user (docs/protections.md, Stale answers). {} turns it on with the defaults."}
 	keyPerKey = &key{name: "perKey", field: "PerKey", kind: kindList, maxItems: maxPerKeyRules, section: perKeySection, show: showPerKey, want: "a list of per-key rules such as - key: header:X-Api-Key",
 		doc: "Per-key rules, judged in order before the point's strategies: each holds every key (a client's API key, address, cookie) to its own thresholds in the point's window, with bounded memory that no client escapes by churning keys. A request a rule degrades is a degraded visit of the point that spends none of its thresholds, answered 429 with Retry-After and Sds-Degraded: key_visit; point=P; key=LABEL (key_token_bucket, key_concurrent), LABEL a short keyed hash of the key, never the key (docs/protections.md, Per-key limits)."}
 	keyClusterTokenBucket = &key{name: "clusterTokenBucket", field: "ClusterTokenBucket", kind: kindMapping, section: clusterBucketSection,
@@ -410,7 +423,7 @@ var (
 )
 
 var pointSection = newSection("point", reflect.TypeFor[Point](), "A protected point: its strategies, delay, mode and fallback. An absent or negative threshold is off (SDS's -1).",
-	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyClusterTokenBucket, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency, keyQueue, keyPerKey)
+	keyTimeoutThreshold, keyTimeoutCountThreshold, keyVisitThreshold, keyConcurrentThreshold, keyExceptionThreshold, keyExceptionRateThreshold, keyExceptionRateStart, keyTokenBucketGeneratedTokensInSecond, keyTokenBucketSize, keyDowngradeRate, keyDelayTime, keyRetryInterval, keyPressureTestDowngrade, keyMode, keyUpstreamTimeout, keyFallbackOnError, keyFallback, keyClusterTokenBucket, keyRecoveryTime, keyRecoveryStart, keySheddableShare, keyAdaptiveConcurrency, keyQueue, keyPerKey, keyStale)
 
 // The keys under a point's adaptiveConcurrency (keyAdaptiveConcurrency).
 var (
@@ -521,6 +534,8 @@ const (
 	tokenPattern = "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
 	// methodPattern is a token in upper case: a method as routes match it.
 	methodPattern = "^[!#$%&'*+.^_`|~0-9A-Z-]+$"
+	// bytesPattern is a size as parseBytes reads it.
+	bytesPattern = `^[0-9]+(B|KiB|MiB|GiB)?$`
 	// durationPattern is what time.ParseDuration reads, and a little more.
 	durationPattern = `^[-+]?(0|([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+)$`
 )
@@ -558,3 +573,11 @@ var (
 
 var perKeySection = newSection("", reflect.TypeFor[PerKey](), "A per-key rule: where a request's key is, and the thresholds each key is held to in the point's window. An absent or negative threshold is off.",
 	keyPerKeyKey, keyPerKeyVisitThreshold, keyPerKeyTokenBucketGeneratedTokensInSecond, keyPerKeyTokenBucketSize, keyPerKeyConcurrentThreshold, keyPerKeyMissing, keyPerKeyMaxKeys)
+
+// The keys under a point's stale (keyStale).
+var keyStaleMaxAge = &key{name: "maxAge", field: "MaxAge", kind: kindDuration, def: DefaultStaleMaxAge.String(), min: bound(1000), max: bound(maxStaleAge.Milliseconds()), seconds: true, show: showText,
+	outside: "%[1]v is not from %[2]v to %[3]v; write one such as maxAge: 10m",
+	doc: "How old a kept answer may be when it is served: the time since the upstream gave it, plus any Age it came with. An answer that says must-revalidate, proxy-revalidate or s-maxage is served only while fresh, and one with stale-if-error no later than that past its freshness."}
+
+var staleSection = newDefaultsSection("", reflect.TypeFor[Stale](), "Serve the last good answer while the point degrades (docs/protections.md, Stale answers).",
+	keyStaleMaxAge)

@@ -30,7 +30,7 @@ func TestKeyDefinitions(t *testing.T) {
 			switch k.def.(type) {
 			case nil:
 			case string:
-				if k.kind != kindString && k.kind != kindDuration {
+				if k.kind != kindString && k.kind != kindDuration && k.kind != kindBytes {
 					t.Errorf("%s: a string default for kind %d", where, k.kind)
 				}
 			case bool:
@@ -88,7 +88,7 @@ func TestKeyFields(t *testing.T) {
 	t.Parallel()
 	kinds := map[kind][]reflect.Kind{
 		kindString: {reflect.String, reflect.Slice, reflect.Bool, reflect.Int, reflect.Uint8}, kindBool: {reflect.Bool},
-		kindInt: {reflect.Int, reflect.Int64, reflect.Struct}, kindThreshold: {reflect.Struct}, kindDuration: {reflect.Int64},
+		kindInt: {reflect.Int, reflect.Int64, reflect.Struct}, kindThreshold: {reflect.Struct}, kindDuration: {reflect.Int64}, kindBytes: {reflect.Int64},
 		kindStrings: {reflect.Slice}, kindHeaders: {reflect.Slice}, kindMapping: {reflect.Struct, reflect.Pointer},
 		kindList: {reflect.Slice}, kindNamed: {reflect.Slice},
 	}

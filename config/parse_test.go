@@ -120,6 +120,7 @@ func TestParseDefaults(t *testing.T) {
 		Buckets:          10,
 		DrainTimeout:     25 * time.Second,
 		MaxConnections:   1024,
+		StaleCache:       StaleCache{MaxBytes: 64 << 20},
 		Routes:           []Route{{Point: "p"}},
 		Points:           []Point{{Name: "p", Policy: limiter.Policy{VisitThreshold: limiter.At(10)}}},
 	}

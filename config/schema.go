@@ -101,6 +101,10 @@ func keySchema(k *key) map[string]any {
 	case kindInt, kindThreshold:
 		s["type"] = "integer"
 		numberLimits(s, k)
+	case kindBytes:
+		s["type"] = []any{"string", "integer"}
+		s["pattern"] = bytesPattern
+		numberLimits(s, k)
 	case kindDuration:
 		s["type"] = []any{"string", "integer"}
 		s["pattern"] = durationPattern
@@ -166,6 +170,8 @@ func describeKey(k *key) string {
 	switch {
 	case k.kind == kindDuration:
 		d += " A duration such as 250ms, 2s or 1m30s, or an integer of milliseconds."
+	case k.kind == kindBytes:
+		d += " A size such as 64MiB, 512KiB or 1GiB, or an integer of bytes."
 	case k.unit != "":
 		d += " Unit: " + k.unit + "."
 	}

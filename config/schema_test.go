@@ -391,9 +391,15 @@ func keyValues(k *key) (bads, goods []any) {
 				good(n)
 			}
 		}
+	case kindBytes:
+		bad("64 MiB", "64Mi", "64MB", "-1", true, 1.5, nil, []any{"1MiB"})
+		good("64MiB", "512KiB", "1GiB", "100B", "100", int64(1<<20))
 	case kindDuration:
 		bad("ten seconds", "10", "10 s", true, 1.5, nil, []any{"1s"}, "1d")
-		good("250ms", "1m30s", "1.5h", 250, "0")
+		good("250ms", "1m30s", "1.5h", "0")
+		if k.min == nil || *k.min <= 250 {
+			good(250)
+		}
 	case kindStrings:
 		bad("a", 5, []any{5}, []any{nil}, []any{[]any{"a"}}, map[string]any{"a": "b"})
 		good(nil)
@@ -420,7 +426,7 @@ func keyValues(k *key) (bads, goods []any) {
 			bad(map[string]any{"bad name": map[string]any{}}, map[string]any{strings.Repeat("n", maxNameLen+1): map[string]any{}})
 		}
 	}
-	if k.kind == kindInt || k.kind == kindThreshold || k.kind == kindDuration {
+	if k.kind == kindInt || k.kind == kindThreshold || k.kind == kindDuration || k.kind == kindBytes {
 		if k.min != nil {
 			good(*k.min)
 			bad(*k.min - 1)

@@ -25,6 +25,11 @@ const (
 	// maxPerKeyRules bounds a point's perKey rules: each costs every
 	// request of the point a look-up, and a request carries their calls.
 	maxPerKeyRules = 4
+	// maxStaleCacheBytes bounds staleCache.maxBytes: 4 GiB.
+	maxStaleCacheBytes = 4 << 30
+	// maxStaleAge bounds a point's stale.maxAge: an answer a week old is
+	// the oldest worth serving in place of a fallback.
+	maxStaleAge = 7 * 24 * time.Hour
 	// maxConnectionsLimit bounds maxConnections: far beyond what a sidecar's
 	// memory holds, and each connection needs a file descriptor.
 	maxConnectionsLimit = 1_000_000
@@ -103,10 +108,13 @@ func limits(k *key) (lo, hi int64) {
 	return lo, hi
 }
 
-// shown returns n, a value of k, to print: a duration as one.
+// shown returns n, a value of k, to print: a duration or a size as one.
 func shown(k *key, n int64) any {
-	if k.kind == kindDuration {
+	switch k.kind {
+	case kindDuration:
 		return time.Duration(n)
+	case kindBytes:
+		return formatBytes(n)
 	}
 	return n
 }

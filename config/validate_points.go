@@ -46,6 +46,7 @@ func (c *checker) points() {
 		c.combinations(p)
 		c.protection(p, sheddable[p.Name], allKnown)
 		c.perKey(p)
+		c.stale(p)
 		c.fallback(p)
 	}
 }
@@ -320,4 +321,14 @@ func (c *checker) protection(p *Point, sheddable, routesKnown bool) {
 // countKeys names the count thresholds that a sheddable share divides.
 func countKeys() string {
 	return fmt.Sprintf("%s, %s, %s, %s", keyVisitThreshold.path, keyTokenBucketGeneratedTokensInSecond.path, keyConcurrentThreshold.path, keyAdaptiveConcurrency.path)
+}
+
+// stale reports a point's stale: that can keep nothing: staleCache's
+// maxBytes is 0.
+func (c *checker) stale(p *Point) {
+	l := pl(p, keyStale)
+	if !c.d.ok(l) || c.d.f.StaleCache.MaxBytes > 0 || !c.d.good(top(keyStaleCacheMaxBytes)) {
+		return
+	}
+	c.p.add(c.key(l), "%s is set but %s is 0, so no answer is ever kept; remove %s or set %s: 64MiB", l.field, keyStaleCacheMaxBytes.path, l.field, keyStaleCacheMaxBytes.path)
 }
