@@ -303,7 +303,7 @@ var topSection = newDefaultsSection("", reflect.TypeFor[File](), "sds.yaml: the 
 // The keys under staleCache (keyStaleCache).
 var keyStaleCacheMaxBytes = &key{name: "maxBytes", field: "MaxBytes", kind: kindBytes, def: DefaultStaleCacheBytes, min: bound(0), max: bound(maxStaleCacheBytes), show: showBytes,
 	outside: "%[1]v is not a size from %[2]v to %[3]v; write one such as maxBytes: 64MiB, or 0 to keep no answer",
-	doc: "The most memory all kept answers hold together, least recently used evicted first; one answer holds at most a sixteenth of it and at most 8 MiB. 0 keeps none."}
+	doc:     "The most memory all kept answers hold together, least recently used evicted first; one answer holds at most a sixteenth of it and at most 8 MiB. 0 keeps none."}
 
 var staleCacheSection = newDefaultsSection("", reflect.TypeFor[StaleCache](), "The memory that the points' kept answers share (docs/protections.md, Stale answers).",
 	keyStaleCacheMaxBytes)
@@ -577,7 +577,7 @@ var perKeySection = newSection("", reflect.TypeFor[PerKey](), "A per-key rule: w
 // The keys under a point's stale (keyStale).
 var keyStaleMaxAge = &key{name: "maxAge", field: "MaxAge", kind: kindDuration, def: DefaultStaleMaxAge.String(), min: bound(1000), max: bound(maxStaleAge.Milliseconds()), seconds: true, show: showText,
 	outside: "%[1]v is not from %[2]v to %[3]v; write one such as maxAge: 10m",
-	doc: "How old a kept answer may be when it is served: the time since the upstream gave it, plus any Age it came with. An answer that says must-revalidate, proxy-revalidate or s-maxage is served only while fresh, and one with stale-if-error no later than that past its freshness."}
+	doc:     "How old a kept answer may be when it is served: the time since the upstream gave it, plus any Age it came with. An answer that says must-revalidate, proxy-revalidate or s-maxage is served only while fresh, and one with stale-if-error no later than that past its freshness."}
 
 var staleSection = newDefaultsSection("", reflect.TypeFor[Stale](), "Serve the last good answer while the point degrades (docs/protections.md, Stale answers).",
 	keyStaleMaxAge)
