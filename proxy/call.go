@@ -12,6 +12,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/fallback"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/queue"
+	"github.com/sds-proxy/sds-proxy/proxy/stale"
 	"github.com/sds-proxy/sds-proxy/proxy/statelog"
 )
 
@@ -41,6 +42,14 @@ type call struct {
 	keys     [MaxKeyRules]perkey.Call
 	keyLabel string
 	keyRetry time.Duration
+	// staleReq is what the stale cache keys the request by; its Point is
+	// "" unless the point has stale: and the request is a GET or a HEAD
+	// (stale.go). recorder keeps the answer aside as it is relayed (nil
+	// when it is not kept), and staleServed is true when a kept answer
+	// was served.
+	staleReq    stale.Request
+	recorder    *stale.Recorder
+	staleServed bool
 	// queue is the point's queue (nil without one), and waited how long
 	// the request waited in it (wait.go).
 	queue  *queue.Queue

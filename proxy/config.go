@@ -49,9 +49,10 @@ type Point struct {
 	upstreamTimeout time.Duration
 	fallbackOnError bool
 	fallback        *fallback.Handler
-	shared          limiter.Gate // nil: none
-	keys            []KeyRule    // judged in order before lim
-	shadow          bool         // lim's settings are in shadow mode
+	shared          limiter.Gate  // nil: none
+	keys            []KeyRule     // judged in order before lim
+	staleMaxAge     time.Duration // 0: keeps and serves no answer
+	shadow          bool          // lim's settings are in shadow mode
 }
 
 // PointOptions are the parts of a Point besides its limiter. The zero
@@ -78,6 +79,11 @@ type PointOptions struct {
 	// order before its limiter (docs/semantics.md, Per-key rules); nil
 	// means none. NewPoint copies the slice.
 	Keys []KeyRule
+	// StaleMaxAge, above 0, keeps the point's good answers to GET aside in
+	// the Handler's stale cache (Options.Stale) and serves them, no older
+	// than this, to its degraded GET and HEAD requests instead of the
+	// fallback (docs/protections.md, Stale answers); 0 means none.
+	StaleMaxAge time.Duration
 }
 
 // Fallback is what a point answers instead of calling the service; its
@@ -93,6 +99,7 @@ func NewPoint(lim *limiter.Point, opts PointOptions) *Point {
 	}
 	return &Point{
 		keys:            slices.Clone(opts.Keys),
+		staleMaxAge:     opts.StaleMaxAge,
 		shadow:          lim.Settings().Shadow,
 		name:            lim.Name(),
 		lim:             lim,

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/sds-proxy/sds-proxy/limiter"
@@ -20,6 +21,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/h1"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/queue"
+	"github.com/sds-proxy/sds-proxy/proxy/stale"
 	"github.com/sds-proxy/sds-proxy/proxy/statelog"
 	"github.com/sds-proxy/sds-proxy/route"
 	"github.com/sds-proxy/sds-proxy/route/clientkey"
@@ -47,6 +49,11 @@ type Options struct {
 	Transport http.RoundTripper
 	// Now overrides the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Stale keeps the last good answers of the points with a stale max
+	// age (PointOptions.StaleMaxAge) and serves them to their degraded
+	// requests; nil keeps none. It outlives Configs: the caller sets its
+	// size and drops the answers of points that lost stale: on each load.
+	Stale *stale.Cache
 	// Hasher turns the keys of per-key rules into numbers and labels;
 	// nil means a new one (clientkey.NewHasher). Give the one the admin
 	// port labels keys with.
@@ -85,6 +92,9 @@ type snapshot struct {
 	sources  []metrics.Source          // Points, as the metrics read them
 	routes   routeTable                // Routes compiled
 	queues   map[*Point]*queue.Queue   // the points that have a queue
+	// staleServed counts, for the points with stale:, the requests
+	// answered with a kept answer (sds_stale_served_total).
+	staleServed map[*Point]prometheus.Counter
 }
 
 // New returns a Handler serving cfg.
@@ -139,10 +149,18 @@ func (h *Handler) Swap(cfg *Config) {
 		}
 	}
 	s.routes = newRouteTable(cfg.Routes)
+	for p := range s.series {
+		if p.staleMaxAge > 0 {
+			if s.staleServed == nil {
+				s.staleServed = make(map[*Point]prometheus.Counter)
+			}
+			s.staleServed[p] = h.opts.Metrics.StaleServed(p.name)
+		}
+	}
 	s.queues = h.keepQueues(cfg)
 	s.sources = make([]metrics.Source, len(cfg.Points))
 	for i, p := range cfg.Points {
-		s.sources[i] = metrics.Source{Limiter: p.lim, Gated: p.shared != nil, Queue: s.queues[p], Keys: keySources(p.keys)}
+		s.sources[i] = metrics.Source{Limiter: p.lim, Gated: p.shared != nil, Queue: s.queues[p], Keys: keySources(p.keys), StaleMaxAge: p.staleMaxAge}
 	}
 	h.current.Store(s)
 	h.dropForces(cfg)
@@ -197,13 +215,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(s.queues) > 0 {
 		c.queue = s.queues[rt.Point]
 	}
+	if rt.Point.staleMaxAge > 0 {
+		c.staleOn(r, rewritten)
+	}
 	h.enter(w, r, c, rt.Priority)
 	defer h.exit(r, c)
 	switch {
 	case c.failure == failClientGone: // went away while waiting
 		return
 	case !c.verdict.Allowed:
-		c.status = c.point.fallback.Serve(w, r, c.reason())
+		if why := c.reason(); !c.serveStale(w, c.point.fallback, why) {
+			c.status = c.point.fallback.Serve(w, r, why)
+		}
 		return
 	}
 	h.forward(w, r, c)
@@ -334,6 +357,7 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c *call) {
 // written.
 func (h *Handler) exit(r *http.Request, c *call) {
 	c.exitKeys()
+	c.recorded(false) // the body did not reach its end
 	var took time.Duration
 	if c.verdict.Allowed {
 		took = c.end(h.now())
@@ -385,6 +409,7 @@ func (h *Handler) access(r *http.Request, c *call, upstream time.Duration) {
 		forcedField(c.forced),
 		waitedField(c.waited),
 		keyField(c.keyLabel),
+		staleField(c.staleServed),
 	)
 }
 

@@ -144,6 +144,9 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c.headers()
 	c.statusFailed = resp.StatusCode >= 500 || grpcFailed(resp.Header)
+	if c.staleReq.Point != "" {
+		c.record(resp)
+	}
 	if isStream(resp) {
 		c.streamed = true
 		c.end(c.h.now())
@@ -222,7 +225,9 @@ func answerFailure(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	if f.fallback != nil {
-		f.fallback.Serve(w, r, fallback.Reason{})
+		if c := callOf(r); !c.serveStale(w, f.fallback, fallback.Reason{}) {
+			c.status = f.fallback.Serve(w, r, fallback.Reason{})
+		}
 		return
 	}
 	switch f.kind {
@@ -272,6 +277,12 @@ func (b *upstreamBody) Read(p []byte) (int, error) {
 	b.c.upstreamRead(true)
 	n, err := b.ReadCloser.Read(p)
 	b.c.upstreamRead(false)
+	if r := b.c.recorder; r != nil {
+		r.Write(p[:n])
+		if err != nil {
+			b.c.recorded(err == io.EOF)
+		}
+	}
 	switch {
 	case err == io.EOF && b.trailer != nil:
 		b.c.judgeTrailers(*b.trailer)

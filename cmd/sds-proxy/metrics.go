@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
+	"github.com/sds-proxy/sds-proxy/proxy/stale"
 )
 
 // reloadMetrics are the config file's metrics: reload attempts, the last
@@ -112,6 +113,20 @@ var (
 // registerConnections registers sds_connections{state}, sds_connections_max,
 // sds_connections_shed_total{reason} and sds_connections_queued_total on
 // reg; stats is read at scrape time.
+// registerStaleCache registers the stale cache's gauges, read at scrape
+// time: sds_stale_cache_bytes, sds_stale_cache_entries and
+// sds_stale_cache_max_bytes.
+func registerStaleCache(reg prometheus.Registerer, sc *stale.Cache) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sds_stale_cache_bytes", Help: "The memory the kept answers of points with stale: count for, in bytes (bodies, headers, keys and a fixed overhead each), at most sds_stale_cache_max_bytes."},
+			func() float64 { n, _ := sc.Stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sds_stale_cache_entries", Help: "The answers kept for points with stale:."},
+			func() float64 { _, n := sc.Stats(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sds_stale_cache_max_bytes", Help: "staleCache.maxBytes in force: the most memory the kept answers hold, least recently used evicted first."},
+			func() float64 { return float64(sc.MaxBytes()) }),
+	)
+}
+
 func registerConnections(reg prometheus.Registerer, stats func() connlimit.Stats) {
 	reg.MustRegister(connCollector(stats))
 }

@@ -14,12 +14,14 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/cluster"
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
+	"github.com/sds-proxy/sds-proxy/proxy/stale"
 )
 
-// apply translates f and swaps it in, with its connection limit and its
-// shared token buckets (cl is nil without cluster:): the watcher's Accept,
-// so that a file the request path refuses is never recorded as in force.
-func apply(h *proxy.Handler, conns *connlimit.Limiter, cl *cluster.Client, f *config.File) error {
+// apply translates f and swaps it in, with its connection limit, its
+// stale cache's size and its shared token buckets (cl is nil without
+// cluster:): the watcher's Accept, so that a file the request path refuses
+// is never recorded as in force.
+func apply(h *proxy.Handler, conns *connlimit.Limiter, sc *stale.Cache, cl *cluster.Client, f *config.File) error {
 	shared, buckets := sharedBuckets(cl, f)
 	cfg, err := translateShared(f, h.Config(), shared)
 	if err != nil {
@@ -27,10 +29,24 @@ func apply(h *proxy.Handler, conns *connlimit.Limiter, cl *cluster.Client, f *co
 	}
 	h.Swap(cfg)
 	conns.SetMax(f.MaxConnections)
+	useStale(sc, f)
 	if cl != nil {
 		cl.Use(buckets)
 	}
 	return nil
+}
+
+// useStale sizes the stale cache as f says and drops the kept answers of
+// the points that no longer have stale: (those that do keep theirs).
+func useStale(sc *stale.Cache, f *config.File) {
+	sc.SetMaxBytes(f.StaleCache.MaxBytes)
+	keep := make(map[string]bool)
+	for i := range f.Points {
+		if f.Points[i].Stale.On {
+			keep[f.Points[i].Name] = true
+		}
+	}
+	sc.Retain(func(point string) bool { return keep[point] })
 }
 
 // reportReloads reports every reload attempt of the watcher, which has

@@ -30,6 +30,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/connlimit"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
+	"github.com/sds-proxy/sds-proxy/proxy/stale"
 	"github.com/sds-proxy/sds-proxy/route/clientkey"
 )
 
@@ -206,6 +207,8 @@ type instance struct {
 	// hasher numbers and labels the keys of per-key rules, for the
 	// request path and /status alike.
 	hasher *clientkey.Hasher
+	// stale keeps the points' last good answers (stale:), across reloads.
+	stale  *stale.Cache
 	conns  *connlimit.Limiter // maxConnections, under TLS
 	status *reloadStatus
 	events *events.Log // trips, delays, probes, recoveries and reloads, for /status
@@ -249,7 +252,9 @@ func newInstance(file *config.File, log *zap.Logger) (*instance, error) {
 		return nil, err
 	}
 	in.hasher = clientkey.NewHasher()
-	in.handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: in.metrics, Events: in.events, Hasher: in.hasher})
+	in.stale = stale.New(file.StaleCache.MaxBytes)
+	registerStaleCache(in.reg, in.stale)
+	in.handler = proxy.New(cfg, proxy.Options{Logger: log, AccessLog: log.Named("access"), Metrics: in.metrics, Events: in.events, Hasher: in.hasher, Stale: in.stale})
 	if in.cluster != nil {
 		in.cluster.Use(buckets)
 	}
@@ -313,7 +318,7 @@ func (in *instance) serve(file *config.File) {
 	in.adminSrv = &http.Server{
 		Handler: admin.New(admin.Options{Points: in.handler, Gatherer: in.reg, Metrics: in.metrics, Ready: in.isReady, Status: in.status.get,
 			Events: in.events, Traffic: in.metrics.Traffic, Version: versionString(), Config: in.status.config,
-			Switches: in.handler, Token: func() []byte { return *in.token.Load() }, Cluster: in.clusterStatus(), Sources: in.handler.Sources, KeyLabel: in.hasher.Label}),
+			Switches: in.handler, Token: func() []byte { return *in.token.Load() }, Cluster: in.clusterStatus(), Sources: in.handler.Sources, KeyLabel: in.hasher.Label, Stale: in.stale}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -348,7 +353,7 @@ func (in *instance) watch(ctx context.Context, file *config.File, opts config.Op
 		return f, err
 	}
 	w.Accept = func(f *config.File) (err error) {
-		lowGCDuring(func() { err = apply(in.handler, in.conns, in.cluster, f) })
+		lowGCDuring(func() { err = apply(in.handler, in.conns, in.stale, in.cluster, f) })
 		if err != nil {
 			return err
 		}

@@ -109,12 +109,16 @@ var missing = map[string]proxy.Missing{"": proxy.MissingPass, "pass": proxy.Miss
 // pointOptions maps the parts of a point besides its limiter; shared is
 // its fleet-wide bucket, nil for none.
 func pointOptions(cp *config.Point, shared limiter.Gate) proxy.PointOptions {
-	return proxy.PointOptions{
+	o := proxy.PointOptions{
 		UpstreamTimeout: cp.UpstreamTimeout,
 		FallbackOnError: cp.FallbackOnError,
 		Fallback:        fallback(cp.Fallback),
 		Shared:          shared,
 	}
+	if cp.Stale.On {
+		o.StaleMaxAge = cp.Stale.MaxAge
+	}
+	return o
 }
 
 // fallback maps a point's fallback: the HTTP answer and the gRPC answer.

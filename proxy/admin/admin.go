@@ -21,6 +21,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 	"github.com/sds-proxy/sds-proxy/proxy/metrics"
 	"github.com/sds-proxy/sds-proxy/proxy/queue"
+	"github.com/sds-proxy/sds-proxy/proxy/stale"
 )
 
 // ReloadStatus is the config state shown on /status. cmd fills it on each
@@ -104,6 +105,9 @@ type Options struct {
 	// path labels it (clientkey.Hasher.Label, the proxy's Hasher): /status
 	// lists each per-key rule's heaviest keys by it. nil lists none.
 	KeyLabel func(sum uint64) string
+	// Stale is the stale cache of the request path (proxy.Options.Stale),
+	// whose figures /status shows; nil shows none.
+	Stale *stale.Cache
 }
 
 // History is how far back /status shows events: the dashboard's timeline,
@@ -210,6 +214,10 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Cluster != nil {
 		doc.Cluster, buckets = statusCluster(a.opts.Cluster(now))
 	}
+	if a.opts.Stale != nil {
+		n, entries := a.opts.Stale.Stats()
+		doc.StaleCache = &StaleCache{MaxBytes: a.opts.Stale.MaxBytes(), Bytes: n, Entries: entries}
+	}
 	since := now.Add(-History)
 	forces := a.statusForces(now)
 	sources := a.statusSources()
@@ -247,6 +255,9 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 			}
 			if len(src.Keys) > 0 {
 				p.PerKey = a.statusKeys(src.Keys, now)
+			}
+			if src.StaleMaxAge > 0 {
+				p.Stale = &Stale{MaxAge: src.StaleMaxAge.String()}
 			}
 		}
 		if b, ok := buckets[sn.Name]; ok {

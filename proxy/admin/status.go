@@ -24,6 +24,9 @@ type Status struct {
 	// Cluster is the Redis of the shared token buckets; nil (omitted)
 	// without cluster:.
 	Cluster *Cluster `json:"cluster,omitempty"`
+	// StaleCache is the memory the points' kept answers share; nil
+	// (omitted) without Options.Stale.
+	StaleCache *StaleCache `json:"staleCache,omitempty"`
 	// Points are the points in force, in config order; [] when none. It
 	// is the last field: the handler streams the points after the rest.
 	Points []PointStatus `json:"points"`
@@ -123,6 +126,8 @@ type PointStatus struct {
 	// PerKey are the point's per-key rules in judging order; nil
 	// (omitted) without perKey.
 	PerKey []KeyRule `json:"perKey,omitempty"`
+	// Stale is the point's stale: setting; nil (omitted) without one.
+	Stale *Stale `json:"stale,omitempty"`
 	// Strategies are the enabled strategies in judging order, then the
 	// shared token bucket's ("cluster_token_bucket", see Cluster); []
 	// when none.
@@ -250,6 +255,24 @@ type Queue struct {
 	Interval string `json:"interval"`
 	// MaxLength is the most requests waiting at once.
 	MaxLength int64 `json:"maxLength"`
+}
+
+// StaleCache is the memory the points' kept answers share (staleCache:
+// in sds.yaml), read at Status.Now.
+type StaleCache struct {
+	// MaxBytes is the bound in force, in bytes; 0: no answer is kept.
+	MaxBytes int64 `json:"maxBytes"`
+	// Bytes is what the kept answers count for now, in bytes, at most
+	// MaxBytes.
+	Bytes int64 `json:"bytes"`
+	// Entries is the number of kept answers.
+	Entries int `json:"entries"`
+}
+
+// Stale is a point's stale: setting.
+type Stale struct {
+	// MaxAge is the oldest a kept answer may be when served, a duration.
+	MaxAge string `json:"maxAge"`
 }
 
 // KeyRule is a per-key rule of a point (perKey: in sds.yaml), read at

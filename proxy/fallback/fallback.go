@@ -342,6 +342,11 @@ func (fh *Handler) answer(why Reason) *answer {
 	return slot.Load()
 }
 
+// Mark returns the Sds-Degraded value of a request degraded for why, as
+// Serve would write it: the answer's (Degraded), and what is the
+// request's own (its key, how long it waited).
+func (fh *Handler) Mark(why Reason) string { return fh.answer(why).mark(why) }
+
 // Degraded returns the Sds-Degraded value of the answer for why, such as
 // "visit; point=orders": what a shadow point's forwarded response is
 // marked with (Sds-Shadow-Degraded). It builds the answer on its first use.
@@ -359,14 +364,14 @@ func (fh *Handler) Serve(w http.ResponseWriter, r *http.Request, why Reason) int
 		for k, vs := range a.grpc {
 			h[k] = vs
 		}
-		mark(h, a, why)
+		markOwn(h, a, why)
 		w.WriteHeader(http.StatusOK)
 		return http.StatusOK
 	}
 	for k, vs := range a.header {
 		h[k] = vs
 	}
-	mark(h, a, why)
+	markOwn(h, a, why)
 	if a.reopens {
 		h["Retry-After"] = retryAfterValue(why.Reopens)
 	}
@@ -377,12 +382,10 @@ func (fh *Handler) Serve(w http.ResponseWriter, r *http.Request, why Reason) int
 	return a.status
 }
 
-// mark adds to the Sds-Degraded of answer a in h what is the request's
-// own: the key it was degraded for, and how long it waited in the queue.
-func mark(h http.Header, a *answer, why Reason) {
-	if why.Key == "" && why.Waited <= 0 {
-		return
-	}
+// mark returns the Sds-Degraded value of answer a for a request degraded
+// for why: a's, and what is the request's own, the key it was degraded
+// for and how long it waited in the queue.
+func (a *answer) mark(why Reason) string {
 	v := a.degraded
 	if why.Key != "" {
 		v += "; key=" + why.Key
@@ -390,7 +393,15 @@ func mark(h http.Header, a *answer, why Reason) {
 	if why.Waited > 0 {
 		v += "; waited=" + max(why.Waited.Round(time.Millisecond), time.Millisecond).String()
 	}
-	h["Sds-Degraded"] = []string{v}
+	return v
+}
+
+// markOwn sets in h the Sds-Degraded of answer a for a request whose
+// value is its own (mark), and leaves a's there otherwise.
+func markOwn(h http.Header, a *answer, why Reason) {
+	if why.Key != "" || why.Waited > 0 {
+		h["Sds-Degraded"] = []string{a.mark(why)}
+	}
 }
 
 // IsGRPC reports whether r is a gRPC call (HTTP/2, Content-Type

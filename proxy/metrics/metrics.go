@@ -46,6 +46,9 @@ type Set struct {
 
 	// Forces are the operators' switches' metrics.
 	Forces Forces
+	// staleServed is sds_stale_served_total, whose series StaleServed
+	// makes for the points with stale: only.
+	staleServed *prometheus.CounterVec
 
 	// exposing counts the scrapes of Handler gathering the registry now:
 	// while it is above 0, the registry's Gather leaves out the per-point
@@ -192,6 +195,9 @@ type Source struct {
 	// Keys are the point's per-key rules, in judging order, read at
 	// scrape time for sds_perkey_keys; nil when it has none.
 	Keys []KeySource
+	// StaleMaxAge is the point's stale: maxAge, for the admin port; 0
+	// without stale:.
+	StaleMaxAge time.Duration
 }
 
 // perKeyKeys is sds_perkey_keys of p: the keys its per-key rules track
@@ -236,7 +242,10 @@ func NewSet(reg prometheus.Registerer, points func() []Source) *Set {
 	m.RejectedMethod = m.rejected.WithLabelValues("method")
 	m.collector = &pointCollector{points: points, metrics: m}
 	m.Forces = newForces(reg)
-	reg.MustRegister(m.Unrouted, m.rejected, perPoint{m})
+	m.staleServed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sds_stale_served_total", Help: "Degraded GET and HEAD requests answered with the point's last good answer (stale:) instead of its fallback; they count as degraded too. Only points with stale:.",
+	}, []string{"point"})
+	reg.MustRegister(m.Unrouted, m.rejected, m.staleServed, perPoint{m})
 	return m
 }
 
@@ -293,6 +302,13 @@ func (m *Set) ForPoint(name string) *Point {
 	m.points[name] = pm
 	m.order = append(m.order, pm)
 	return pm
+}
+
+// StaleServed returns the sds_stale_served_total series of point name,
+// making it (from 0) on its first call: call it for the points with
+// stale: only, so that the others have no series.
+func (m *Set) StaleServed(name string) prometheus.Counter {
+	return m.staleServed.WithLabelValues(name)
 }
 
 // everyPoint returns the series of every point ForPoint created, oldest

@@ -28,6 +28,12 @@
 //	?body=N       answer N bytes of body ('x' repeated)
 //	?cut=M        with ?body=N (M < N): promise N bytes, send M, then drop
 //	              the connection (a body that breaks off mid-copy)
+//	?header=N:V   set response header N to V (repeatable, at most 16), such
+//	              as header=Cache-Control:max-age%3D60
+//	?echo=NAME    add to the text answer a line "NAME: VALUE" of the
+//	              request's header NAME (repeatable, at most 16)
+//	?serial=1     add to the text answer "#N", N counting the answers so
+//	              marked: two answers with the same serial are one
 //
 // and the streaming routes:
 //
@@ -68,6 +74,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Defaults of Options.
@@ -112,6 +120,7 @@ type Handler struct {
 	errorRate   atomic.Int64 // percent
 	flaky       atomic.Uint64
 	orderID     atomic.Int64
+	serial      atomic.Int64 // the last ?serial number given
 
 	requests atomic.Int64
 	inFlight atomic.Int64
@@ -247,7 +256,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		closeConn(w)
 		return
 	}
-	if k.status != 0 || k.body >= 0 {
+	if k.status != 0 || k.body >= 0 || len(k.header) > 0 || len(k.echo) > 0 || k.serial {
 		h.respond(w, r, k)
 		return
 	}
@@ -306,7 +315,14 @@ type knobs struct {
 	status int // 0: not given
 	body   int // -1: not given
 	cut    int // -1: not given; else the bytes sent before the body breaks off
+	// header are the ?header pairs, echo the ?echo names, serial ?serial.
+	header [][2]string
+	echo   []string
+	serial bool
 }
+
+// maxHeaderKnobs bounds ?header and ?echo each.
+const maxHeaderKnobs = 16
 
 func (h *Handler) parseKnobs(r *http.Request) (knobs, error) {
 	q := r.URL.Query()
@@ -337,6 +353,23 @@ func (h *Handler) parseKnobs(r *http.Request) (knobs, error) {
 			return k, fmt.Errorf("cut=%q: want a byte count below body=N", s)
 		}
 	}
+	if len(q["header"]) > maxHeaderKnobs || len(q["echo"]) > maxHeaderKnobs {
+		return k, fmt.Errorf("at most %d header= and %d echo=", maxHeaderKnobs, maxHeaderKnobs)
+	}
+	for _, s := range q["header"] {
+		name, value, ok := strings.Cut(s, ":")
+		if !ok || !httpguts.ValidHeaderFieldName(name) || !httpguts.ValidHeaderFieldValue(value) {
+			return k, fmt.Errorf("header=%q: want NAME:VALUE, such as Cache-Control:max-age=60", s)
+		}
+		k.header = append(k.header, [2]string{name, value})
+	}
+	for _, name := range q["echo"] {
+		if !httpguts.ValidHeaderFieldName(name) {
+			return k, fmt.Errorf("echo=%q: want a header name", name)
+		}
+		k.echo = append(k.echo, name)
+	}
+	k.serial = isTrue(q.Get("serial"))
 	return k, nil
 }
 
@@ -356,10 +389,19 @@ func (h *Handler) respond(w http.ResponseWriter, r *http.Request, k knobs) {
 	if status == 0 {
 		status = http.StatusOK
 	}
+	for _, kv := range k.header {
+		w.Header().Add(kv[0], kv[1])
+	}
 	if k.body < 0 {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(status)
 		fmt.Fprintf(w, "upstream: %s %s: %d\n", r.Method, r.URL.Path, status)
+		for _, name := range k.echo {
+			fmt.Fprintf(w, "%s: %s\n", name, strings.Join(r.Header.Values(name), ", "))
+		}
+		if k.serial {
+			fmt.Fprintf(w, "#%d\n", h.serial.Add(1))
+		}
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")

@@ -499,3 +499,28 @@ func TestWebSocketClient(t *testing.T) {
 		t.Errorf("a masked frame from the server: got no error")
 	}
 }
+
+// TestHeaderEchoSerial: ?header sets response headers, ?echo writes
+// request headers into the answer, ?serial numbers the answers; bad
+// values are refused.
+func TestHeaderEchoSerial(t *testing.T) {
+	h := New(Options{})
+	r := httptest.NewRequest("GET", "/x?header=Cache-Control:max-age%3D60&header=Vary:X-User&echo=X-User&serial=1", nil)
+	r.Header.Set("X-User", "ann")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	if rec.Header().Get("Cache-Control") != "max-age=60" || rec.Header().Get("Vary") != "X-User" {
+		t.Errorf("headers %v, want Cache-Control max-age=60 and Vary X-User", rec.Header())
+	}
+	if want := "upstream: GET /x: 200\nX-User: ann\n#1\n"; rec.Body.String() != want {
+		t.Errorf("body %q, want %q", rec.Body, want)
+	}
+	if rec := serve(h, "GET", "/x?serial=1"); !strings.HasSuffix(rec.Body.String(), "#2\n") {
+		t.Errorf("second serial answer %q, want #2", rec.Body)
+	}
+	for _, bad := range []string{"header=NoColon", "header=Bad%20Name:v", "header=N:a%0Ab", "echo=bad%20name", "header=a:b" + strings.Repeat("&header=a:b", maxHeaderKnobs)} {
+		if rec := serve(h, "GET", "/x?"+bad); rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400", bad, rec.Code)
+		}
+	}
+}

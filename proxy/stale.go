@@ -1,0 +1,77 @@
+package proxy
+
+import (
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/sds-proxy/sds-proxy/proxy/fallback"
+	"github.com/sds-proxy/sds-proxy/proxy/stale"
+)
+
+// staleOn prepares c, a request on a point with stale: and a cache, to
+// record its answer and to be served a kept one: it fills c.staleReq from
+// r, the client's request, for a GET or a HEAD. path is the escaped,
+// normalised path the request was routed by ("" for r's own).
+func (c *call) staleOn(r *http.Request, path string) {
+	if c.point.staleMaxAge <= 0 || c.h.opts.Stale == nil || r.Method != http.MethodGet && r.Method != http.MethodHead || fallback.IsGRPC(r) {
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if path == "" {
+		path = r.URL.EscapedPath()
+	}
+	c.staleReq = stale.Request{Point: c.point.name, Method: r.Method, Scheme: scheme, Host: r.Host, Path: path, RawQuery: r.URL.RawQuery, Header: r.Header}
+}
+
+// serveStale answers c's request, degraded for why, with its point's kept
+// answer for it, when there is one young enough, marked as fb would mark
+// it with "; stale" added. It reports whether it did.
+func (c *call) serveStale(w http.ResponseWriter, fb *fallback.Handler, why fallback.Reason) bool {
+	if c.staleReq.Point == "" {
+		return false
+	}
+	now := c.h.now()
+	a, ok := c.h.opts.Stale.Lookup(c.staleReq, c.point.staleMaxAge, now)
+	if !ok {
+		return false
+	}
+	c.status = a.Serve(w, c.staleReq.Method == http.MethodHead, fb.Mark(why)+"; stale", now)
+	c.staleServed = true
+	if n := c.snap.staleServed[c.point]; n != nil {
+		n.Inc()
+	}
+	return true
+}
+
+// record starts keeping aside the upstream's answer to c, a GET on a point
+// with stale:, as it is relayed, when the answer is one to keep: not an
+// exception, not a stream, and what a shared cache may store (package
+// stale).
+func (c *call) record(resp *http.Response) {
+	if c.staleReq.Method != http.MethodGet || c.statusFailed || isStream(resp) {
+		return
+	}
+	c.recorder = c.h.opts.Stale.Record(c.staleReq, resp, c.h.now())
+}
+
+// recorded ends the recording of c's answer: kept when the body ended
+// cleanly (complete), dropped otherwise. Later calls do nothing.
+func (c *call) recorded(complete bool) {
+	if c.recorder != nil {
+		c.recorder.Done(complete, c.h.now())
+		c.recorder = nil
+	}
+}
+
+// staleField is the access log's "stale" field: true for a request
+// answered with a kept answer, nothing otherwise.
+func staleField(served bool) zap.Field {
+	if !served {
+		return zap.Skip()
+	}
+	return zap.Bool("stale", true)
+}
