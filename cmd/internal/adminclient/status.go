@@ -155,12 +155,15 @@ func decodeStatus(body []byte, doc *admin.Status) error {
 
 // writeStatusTable writes doc as a header line and a table of one row per
 // point, in config order, ages and times counted from doc.Now; "-" marks
-// what the document does not hold. Under the table, each point's queue
-// and per-key rules have a line each.
+// what the document does not hold. Under the table, each point's queue,
+// per-key rules and stale: have a line each.
 func writeStatusTable(w io.Writer, doc *admin.Status) error {
 	var b bytes.Buffer
 	b.WriteString(statusHeader(doc))
 	if line := clusterLine(doc); line != "" {
+		b.WriteString("\n" + line)
+	}
+	if line := staleCacheLine(doc); line != "" {
 		b.WriteString("\n" + line)
 	}
 	b.WriteString("\n\n")
@@ -188,12 +191,15 @@ func writeStatusTable(w io.Writer, doc *admin.Status) error {
 		fmt.Fprintln(tw, "(no points)")
 	}
 	tw.Flush()
-	sep := "\n" // a blank line between the table and the lines of queues and per-key rules
+	sep := "\n" // a blank line between the table and the lines of queues, per-key rules and stale:
 	for i := range doc.Points {
 		p := &doc.Points[i]
 		lines := keyLines(p)
 		if line := queueLine(p); line != "" {
 			lines = append([]string{line}, lines...)
+		}
+		if line := staleLine(p); line != "" {
+			lines = append(lines, line)
 		}
 		for _, line := range lines {
 			b.WriteString(sep + line + "\n")
@@ -218,6 +224,16 @@ func queueLine(p *admin.PointStatus) string {
 	}
 	return fmt.Sprintf("queue %s: %d waiting%s; target %s, maxWait %s, interval %s, maxLength %d",
 		Cell(p.Name), q.Length, standing, Cell(q.Target), Cell(q.MaxWait), Cell(q.Interval), q.MaxLength)
+}
+
+// staleLine is the line under the table about p's stale: setting, or ""
+// for a point without one: "stale P: degraded GET and HEAD get the last
+// good answer, at most MAXAGE old".
+func staleLine(p *admin.PointStatus) string {
+	if p.Stale == nil {
+		return ""
+	}
+	return fmt.Sprintf("stale %s: degraded GET and HEAD get the last good answer, at most %s old", Cell(p.Name), Cell(p.Stale.MaxAge))
 }
 
 // keyLines are the lines under the table about p's per-key rules, one
@@ -314,6 +330,40 @@ func clusterLine(doc *admin.Status) string {
 	}
 	line, _, _ := strings.Cut(c.LastError, "\n")
 	return fmt.Sprintf("redis: DOWN for %s: each point counts on its share (tokensPerSecond / %d): %s", age(doc.Now, c.Since), c.Replicas, Cell(line))
+}
+
+// staleCacheLine is the line about the stale cache under the header, or ""
+// without one: "stale cache: 1.2MiB of 64MiB, 37 answers", or "stale
+// cache: off (maxBytes 0)".
+func staleCacheLine(doc *admin.Status) string {
+	c := doc.StaleCache
+	switch {
+	case c == nil:
+		return ""
+	case c.MaxBytes <= 0:
+		return "stale cache: off (maxBytes 0): no answer is kept"
+	}
+	answers := "answers"
+	if c.Entries == 1 {
+		answers = "answer"
+	}
+	return fmt.Sprintf("stale cache: %s of %s, %d %s", size(c.Bytes), size(c.MaxBytes), c.Entries, answers)
+}
+
+// size formats a number of bytes in the largest binary unit it reaches,
+// to a tenth below 100 of it: "900B", "1.2MiB", "64MiB", "512KiB".
+func size(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	v, i := float64(max(n, 0)), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	if i == 0 || v >= 100 {
+		s = strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strings.TrimSuffix(s, ".0") + units[i]
 }
 
 // reason is the REASON cell: inside a delay, its strategy, end and next

@@ -344,3 +344,34 @@ func TestKeyLines(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestStaleCacheLine: the stale cache's line at the boundaries of its
+// units and counts; none without a cache; a point without stale: has no
+// line, and what a point's name and maxAge hold reaches the terminal as
+// Cell makes it.
+func TestStaleCacheLine(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		cache *admin.StaleCache
+		want  string
+	}{
+		{nil, ""},
+		{&admin.StaleCache{}, "stale cache: off (maxBytes 0): no answer is kept"},
+		{&admin.StaleCache{MaxBytes: 1023, Bytes: 0, Entries: 0}, "stale cache: 0B of 1023B, 0 answers"},
+		{&admin.StaleCache{MaxBytes: 1024, Bytes: 1023, Entries: 1}, "stale cache: 1023B of 1KiB, 1 answer"},
+		{&admin.StaleCache{MaxBytes: 64 << 20, Bytes: 1258291, Entries: 2}, "stale cache: 1.2MiB of 64MiB, 2 answers"},
+		{&admin.StaleCache{MaxBytes: 4 << 30, Bytes: 150 << 20, Entries: 1500}, "stale cache: 150MiB of 4GiB, 1500 answers"},
+		{&admin.StaleCache{MaxBytes: 1 << 20, Bytes: 99*1024 + 1000, Entries: 9}, "stale cache: 100KiB of 1MiB, 9 answers"},
+	} {
+		if got := staleCacheLine(&admin.Status{StaleCache: tt.cache}); got != tt.want {
+			t.Errorf("%+v: got %q, want %q", tt.cache, got, tt.want)
+		}
+	}
+	if got := staleLine(&admin.PointStatus{Name: "plain"}); got != "" {
+		t.Errorf("a point without stale: got %q, want no line", got)
+	}
+	p := &admin.PointStatus{Name: "api\x1b[2J", Stale: &admin.Stale{MaxAge: "10m\n0s"}}
+	if got, want := staleLine(p), "stale api?[2J: degraded GET and HEAD get the last good answer, at most 10m?0s old"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
