@@ -16,6 +16,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 	"github.com/sds-proxy/sds-proxy/proxy"
+	"github.com/sds-proxy/sds-proxy/proxy/stale"
 	"github.com/sds-proxy/sds-proxy/route"
 )
 
@@ -160,6 +161,26 @@ func BenchmarkHandler(b *testing.B) {
 		benchHandler(b, h, http.StatusOK, "X-Api-Key", "sk_live_0123456789")
 		checkNeverTripped(b, p)
 	})
+	// all-strategies with stale: on, the upstream's answers not kept
+	// (private): what stale costs a request whose answer is not kept; and
+	// kept (max-age), which copies each answer aside.
+	for _, tc := range []struct{ name, cacheControl string }{{"not-kept", "private"}, {"kept", "max-age=60"}} {
+		b.Run("sds/all-strategies-stale-"+tc.name, func(b *testing.B) {
+			upstream := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{
+					StatusCode: http.StatusOK, ProtoMajor: 1, ProtoMinor: 1,
+					Header:        http.Header{"Content-Type": {"text/plain"}, "Cache-Control": {tc.cacheControl}},
+					Body:          io.NopCloser(bytes.NewReader(body)),
+					ContentLength: int64(len(body)),
+					Request:       r,
+				}, nil
+			})
+			p := rpPoint(b, "all", allStrategies, proxy.PointOptions{StaleMaxAge: time.Minute})
+			h, _ := rpHandler(b, rpConfig(upstreamURL, p), proxy.Options{Transport: upstream, Stale: stale.New(64 << 20)})
+			benchHandler(b, h, http.StatusOK)
+			checkNeverTripped(b, p)
+		})
+	}
 	// A key over its limit: the per-key rule's degraded answer.
 	b.Run("sds/per-key-degraded", func(b *testing.B) {
 		rule := keyRule(b, proxy.MissingPass, perkey.Settings{VisitThreshold: limiter.At(0)})

@@ -42,12 +42,11 @@ type call struct {
 	keys     [MaxKeyRules]perkey.Call
 	keyLabel string
 	keyRetry time.Duration
-	// staleReq is what the stale cache keys the request by; its Point is
-	// "" unless the point has stale: and the request is a GET or a HEAD
-	// (stale.go). recorder keeps the answer aside as it is relayed (nil
-	// when it is not kept), and staleServed is true when a kept answer
-	// was served.
-	staleReq    stale.Request
+	// staleIn is the client's request when the point has stale: and the
+	// request is a GET or a HEAD, nil otherwise (stale.go). recorder keeps
+	// the answer aside as it is relayed (nil when it is not kept), and
+	// staleServed is true when a kept answer was served.
+	staleIn     *http.Request
 	recorder    *stale.Recorder
 	staleServed bool
 	// queue is the point's queue (nil without one), and waited how long

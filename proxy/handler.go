@@ -216,7 +216,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.queue = s.queues[rt.Point]
 	}
 	if rt.Point.staleMaxAge > 0 {
-		c.staleOn(r, rewritten)
+		c.staleOn(r)
 	}
 	h.enter(w, r, c, rt.Priority)
 	defer h.exit(r, c)

@@ -144,7 +144,7 @@ func (meter) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c.headers()
 	c.statusFailed = resp.StatusCode >= 500 || grpcFailed(resp.Header)
-	if c.staleReq.Point != "" {
+	if c.staleIn != nil {
 		c.record(resp)
 	}
 	if isStream(resp) {
