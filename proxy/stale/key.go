@@ -3,6 +3,7 @@ package stale
 import (
 	"encoding/binary"
 	"net/http"
+	"strings"
 )
 
 // appendKey appends req's key to b: the point, scheme, host (ASCII
@@ -28,12 +29,16 @@ func appendKey(b []byte, req *Request) []byte {
 // lines, then each line preceded by its length; an absent header and one
 // without lines are alike. Lines are compared exactly: no trimming, no
 // joining. It says false when h holds one of the names under two
-// spellings (a header map not built by net/http), so that such a request
-// neither keeps nor gets an answer.
+// spellings (a header map not built by net/http), or when h's Connection
+// names one of them: the proxy removes the headers Connection names
+// before the upstream sees the request (hop-by-hop, RFC 9110 §7.6.1), so
+// an answer to it does not depend on the value the client sent, and
+// keying it so would let a client plant an answer under another user's
+// value. Such a request neither keeps nor gets an answer.
 func appendVariant(b []byte, h http.Header, names []string) ([]byte, bool) {
 	for _, name := range names {
 		vv, ok := values(h, name)
-		if !ok {
+		if !ok || connectionNames(h, name) {
 			return b, false
 		}
 		b = binary.AppendUvarint(b, uint64(len(vv)))
@@ -42,6 +47,24 @@ func appendVariant(b []byte, h http.Header, names []string) ([]byte, bool) {
 		}
 	}
 	return b, true
+}
+
+// connectionNames reports whether h's Connection header, under any
+// spelling, lists name (comma-separated tokens, case-insensitive).
+func connectionNames(h http.Header, name string) bool {
+	for k, vv := range h {
+		if !foldEqual(k, "Connection") {
+			continue
+		}
+		for _, v := range vv {
+			for tok := range strings.SplitSeq(v, ",") {
+				if foldEqual(strings.TrimSpace(tok), name) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // values returns the lines h holds for name, whatever the case of the

@@ -54,6 +54,8 @@ func TestKeepRules(t *testing.T) {
 		{"Vary Accept-Encoding", get("/"), answer(200, "Vary", "Accept-Encoding"), true},
 		{"Vary 33 names", get("/"), answer(200, "Vary", manyNames(33)), false},
 		{"Vary 32 names", get("/"), answer(200, "Vary", manyNames(32)), true},
+		{"Vary X-User, the client's Connection names it", get("/", "X-User", "ann", "Connection", "keep-alive, x-user"), answer(200, "Vary", "X-User"), false},
+		{"Vary X-User, Connection names another", get("/", "X-User", "ann", "Connection", "X-Other"), answer(200, "Vary", "X-User"), true},
 		{"Authorization", get("/", "Authorization", "Bearer a"), answer(200), false},
 		{"Authorization, max-age", get("/", "Authorization", "Bearer a"), answer(200, "Cache-Control", "max-age=60"), false},
 		{"Authorization, must-revalidate", get("/", "Authorization", "Bearer a"), answer(200, "Cache-Control", "must-revalidate, max-age=60"), false},
@@ -293,5 +295,21 @@ func TestServe(t *testing.T) {
 	}
 	if _, ok := w.Result().Header["Sds-Degraded"]; ok {
 		t.Fatalf("Sds-Degraded written for an empty value")
+	}
+}
+
+// TestLookupConnectionHidesVary: a request whose Connection names a
+// header its answer varies on gets no kept answer: the upstream would not
+// have seen that header.
+func TestLookupConnectionHidesVary(t *testing.T) {
+	c := New(1 << 20)
+	if !keep(c, get("/a", "X-User", "ann"), answer(200, "Vary", "X-User"), "for ann", t0) {
+		t.Fatal("the answer for ann was not kept")
+	}
+	if _, ok := c.Lookup(get("/a", "X-User", "ann"), time.Minute, t0); !ok {
+		t.Error("ann's own request: no answer, want hers")
+	}
+	if _, ok := c.Lookup(get("/a", "X-User", "ann", "Connection", "X-User"), time.Minute, t0); ok {
+		t.Error("a request whose Connection names X-User got the answer kept for X-User: ann, want none")
 	}
 }
