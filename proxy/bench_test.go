@@ -161,11 +161,15 @@ func BenchmarkHandler(b *testing.B) {
 		benchHandler(b, h, http.StatusOK, "X-Api-Key", "sk_live_0123456789")
 		checkNeverTripped(b, p)
 	})
-	// all-strategies with stale: on, the upstream's answers not kept
-	// (private): what stale costs a request whose answer is not kept; and
-	// kept (max-age), which copies each answer aside.
-	for _, tc := range []struct{ name, cacheControl string }{{"not-kept", "private"}, {"kept", "max-age=60"}} {
-		b.Run("sds/all-strategies-stale-"+tc.name, func(b *testing.B) {
+	// all-strategies on answers saying Cache-Control: private, without
+	// stale: and with it (not kept: what stale costs a request whose
+	// answer is not kept); and with stale: on answers kept (max-age),
+	// which copies each answer aside.
+	for _, tc := range []struct {
+		name, cacheControl string
+		stale              bool
+	}{{"private", "private", false}, {"stale-not-kept", "private", true}, {"stale-kept", "max-age=60", true}} {
+		b.Run("sds/all-strategies-"+tc.name, func(b *testing.B) {
 			upstream := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
 				return &http.Response{
 					StatusCode: http.StatusOK, ProtoMajor: 1, ProtoMinor: 1,
@@ -175,7 +179,11 @@ func BenchmarkHandler(b *testing.B) {
 					Request:       r,
 				}, nil
 			})
-			p := rpPoint(b, "all", allStrategies, proxy.PointOptions{StaleMaxAge: time.Minute})
+			var opts proxy.PointOptions
+			if tc.stale {
+				opts.StaleMaxAge = time.Minute
+			}
+			p := rpPoint(b, "all", allStrategies, opts)
 			h, _ := rpHandler(b, rpConfig(upstreamURL, p), proxy.Options{Transport: upstream, Stale: stale.New(64 << 20)})
 			benchHandler(b, h, http.StatusOK)
 			checkNeverTripped(b, p)

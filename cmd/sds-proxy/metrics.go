@@ -110,9 +110,6 @@ var (
 		nil, nil)
 )
 
-// registerConnections registers sds_connections{state}, sds_connections_max,
-// sds_connections_shed_total{reason} and sds_connections_queued_total on
-// reg; stats is read at scrape time.
 // registerStaleCache registers the stale cache's gauges, read at scrape
 // time: sds_stale_cache_bytes, sds_stale_cache_entries and
 // sds_stale_cache_max_bytes.
@@ -127,6 +124,9 @@ func registerStaleCache(reg prometheus.Registerer, sc *stale.Cache) {
 	)
 }
 
+// registerConnections registers sds_connections{state}, sds_connections_max,
+// sds_connections_shed_total{reason} and sds_connections_queued_total on
+// reg; stats is read at scrape time.
 func registerConnections(reg prometheus.Registerer, stats func() connlimit.Stats) {
 	reg.MustRegister(connCollector(stats))
 }
