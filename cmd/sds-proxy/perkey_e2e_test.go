@@ -429,8 +429,6 @@ func TestPerKeyChurn(t *testing.T) {
 // second more; key B then takes A's place, and /status lists it.
 func TestPerKeyTableTurnsOverWhileStatusRead(t *testing.T) {
 	t.Parallel()
-	t.Skip("fails: limiter/perkey's Table.Heaviest (GET /status) rotates every exact key's ring to now, and droppable reads " +
-		"a ring head of now as a recent visit, so no key leaves a full table while /status is read")
 	e := setup(t, "2s", 2, pointRoute+"    perKey:\n      - key: header:X-Api-Key\n        visitThreshold: 1\n        maxKeys: 1\n")
 	keyA, keyB := rawKey("sds-e2e-a"), rawKey("sds-e2e-b")
 	if r := e.getKey("", keyA); r.status != http.StatusOK || r.degraded() != "" {
