@@ -86,6 +86,26 @@ func (x *exact) advance(j, cur int64) {
 	e.head = cur
 }
 
+// visitsAt returns entry j's visits in the window whose newest bucket is
+// cur, without changing the entry: what advance would leave in it. Reading
+// a key's count (Heaviest) must not move its ring, or a key read at least
+// once a window would never look droppable.
+func (x *exact) visitsAt(j, cur int64) int64 {
+	e := &x.entries[j]
+	if cur <= e.head {
+		return e.visits
+	}
+	n := int64(x.b)
+	if cur-e.head >= n {
+		return 0
+	}
+	ring, visits := x.ring(int32(j)), e.visits
+	for i := e.head + 1; i <= cur; i++ {
+		visits -= int64(ring[i%n])
+	}
+	return visits
+}
+
 // droppable reports whether entry j holds no state that matters at bucket
 // cur and instant n: no visit in the window, a full bucket, no call in
 // flight. Dropping such a key loses nothing: were it back, it would start

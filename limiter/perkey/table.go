@@ -206,7 +206,9 @@ type KeyCount struct {
 // Heaviest returns up to n keys tracked exactly with the most admitted
 // visits in the window at now, most first (ties by key), leaving out keys
 // with none. Keys in the sketch are not listed: the sketch holds cells,
-// not keys. It allocates; it is for the admin port, not the hot path.
+// not keys. It changes nothing of the table (a key it reads is as
+// droppable as before). It allocates; it is for the admin port, not the
+// hot path.
 func (t *Table) Heaviest(now time.Time, n int) []KeyCount {
 	if n <= 0 {
 		return nil
@@ -216,12 +218,10 @@ func (t *Table) Heaviest(now time.Time, n int) []KeyCount {
 		s := &t.shards[i]
 		s.mu.Lock()
 		cur := max(now.UnixNano()/t.width, s.last)
-		s.last = cur
 		for j := range s.used {
 			e := &s.entries[j]
-			s.advance(int64(j), cur)
-			if e.visits > 0 {
-				out = append(out, KeyCount{Key: e.key, Visits: e.visits, InFlight: int64(e.inflight)})
+			if v := s.visitsAt(int64(j), cur); v > 0 {
+				out = append(out, KeyCount{Key: e.key, Visits: v, InFlight: int64(e.inflight)})
 			}
 		}
 		s.mu.Unlock()

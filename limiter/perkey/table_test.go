@@ -220,3 +220,29 @@ func TestBytes(t *testing.T) {
 		t.Errorf("Bytes of settings beyond the limits = %d, want 0", got)
 	}
 }
+
+// TestHeaviestChangesNothing: reading the heaviest keys, however often,
+// leaves a full table able to drop a key whose visits left the window, and
+// reports each key's count in the window as Enter would judge it.
+func TestHeaviestChangesNothing(t *testing.T) {
+	tab := newTable(t, Settings{VisitThreshold: limiter.At(5), MaxKeys: 1})
+	tab.Enter(nil, at(0), 1)
+	tab.Enter(nil, at(time.Second), 1)
+	for s := time.Duration(0); s <= 10*time.Second; s += 500 * time.Millisecond {
+		got := tab.Heaviest(at(s), 5)
+		want := 2
+		switch {
+		case s >= 11*time.Second:
+			want = 0
+		case s >= 10*time.Second:
+			want = 1 // the visit at 0 left with its bucket
+		}
+		if n := len(got); want == 0 && n != 0 || want > 0 && (n != 1 || got[0].Visits != int64(want)) {
+			t.Fatalf("Heaviest at %v = %+v, want key 1 with %d visits", s, got, want)
+		}
+	}
+	tab.Heaviest(at(11*time.Second), 5)
+	if tab.Enter(nil, at(11*time.Second), 2); tab.shard(2).find(2) < 0 {
+		t.Error("key 2 at 11s: not tracked exactly, want it in the place of key 1, whose visits left the window (Heaviest must not make it look busy)")
+	}
+}
