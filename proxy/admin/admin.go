@@ -214,13 +214,11 @@ func (a *server) status(w http.ResponseWriter, r *http.Request) {
 	if a.opts.Cluster != nil {
 		doc.Cluster, buckets = statusCluster(a.opts.Cluster(now))
 	}
-	if a.opts.Stale != nil {
-		n, entries := a.opts.Stale.Stats()
-		doc.StaleCache = &StaleCache{MaxBytes: a.opts.Stale.MaxBytes(), Bytes: n, Entries: entries}
-	}
+
 	since := now.Add(-History)
 	forces := a.statusForces(now)
 	sources := a.statusSources()
+	doc.StaleCache = a.statusStaleCache(sources)
 	if a.opts.Events != nil {
 		doc.Events = statusEvents(a.opts.Events.Since(since), MaxEvents)
 	}
@@ -382,6 +380,24 @@ func (a *server) statusSources() map[string]*metrics.Source {
 		out[live[i].Limiter.Name()] = &live[i]
 	}
 	return out
+}
+
+// statusStaleCache returns the stale cache's figures, or nil without a
+// cache, or when no point in force has stale: and the cache holds nothing
+// (the common case says nothing of it).
+func (a *server) statusStaleCache(sources map[string]*metrics.Source) *StaleCache {
+	if a.opts.Stale == nil {
+		return nil
+	}
+	n, entries := a.opts.Stale.Stats()
+	used := entries > 0
+	for _, src := range sources {
+		used = used || src.StaleMaxAge > 0
+	}
+	if !used {
+		return nil
+	}
+	return &StaleCache{MaxBytes: a.opts.Stale.MaxBytes(), Bytes: n, Entries: entries}
 }
 
 // HeaviestKeys is the number of keys /status lists for each per-key rule.

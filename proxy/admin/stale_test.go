@@ -207,3 +207,25 @@ func TestDashboardStale(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusStaleCacheUnused: a cache that no point in force uses and
+// that holds nothing is not shown (a config without stale: says nothing
+// of it); once a point that had stale: loses it, its answers, until a
+// reload drops them, still show.
+func TestStatusStaleCacheUnused(t *testing.T) {
+	cache := stale.New(1 << 20)
+	h, adm := staleFixture(t, cacheableUpstream{size: 100}, cache)
+	getOK(t, h, "/kept/items")
+	cfg := *h.Config()
+	plain := cfg.Points[1]
+	cfg.Points = cfg.Points[1:]
+	cfg.Routes = []proxy.Route{{Point: plain}}
+	h.Swap(&cfg)
+	if st := getStale(t, adm); !st.hasCache || st.cache.Entries != 1 {
+		t.Errorf("no point with stale:, one answer still kept: staleCache %+v (shown %v), want it shown with 1 entry", st.cache, st.hasCache)
+	}
+	cache.Retain(func(string) bool { return false })
+	if st := getStale(t, adm); st.hasCache {
+		t.Errorf("no point with stale:, nothing kept: got staleCache %+v, want none", st.cache)
+	}
+}

@@ -25,7 +25,8 @@ type Status struct {
 	// without cluster:.
 	Cluster *Cluster `json:"cluster,omitempty"`
 	// StaleCache is the memory the points' kept answers share; nil
-	// (omitted) without Options.Stale.
+	// (omitted) without Options.Stale, or when no point in force has
+	// stale: and no answer is kept.
 	StaleCache *StaleCache `json:"staleCache,omitempty"`
 	// Points are the points in force, in config order; [] when none. It
 	// is the last field: the handler streams the points after the rest.
