@@ -53,6 +53,10 @@ type call struct {
 	// the request waited in it (wait.go).
 	queue  *queue.Queue
 	waited time.Duration
+	// arrived and ended are, in Unix nanoseconds, when the request was
+	// judged on its point (enter) and when its upstream call ended in the
+	// limiter (end); 0 before. The access log gives them to replay.
+	arrived, ended int64
 	// status is the status written to the client, for the access log:
 	// 101 for a switch (the meter's: it is written on the hijacked
 	// connection, past the statusWriter); 0 before any.
@@ -82,6 +86,12 @@ type call struct {
 	// 0 when it was judged (force.go). It sits with the flags below so
 	// that the small fields share one word.
 	forced ForceAction
+	// priority is the request's priority, from its route.
+	priority limiter.Priority
+	// classified is how the upstream call counted in the limiter (end):
+	// its outcome and error kind; zero before it ended, and for a request
+	// not forwarded.
+	classified classification
 	// statusFailed: the answer is an exception (a 5xx, or a gRPC error
 	// status in the headers).
 	statusFailed bool
@@ -211,6 +221,7 @@ func (c *call) end(now time.Time) time.Duration {
 	if n := c.errorCounter(o.err); n != nil {
 		n.Inc()
 	}
+	c.ended, c.classified = now.UnixNano(), o
 	timedOutBefore := c.lim.Timeout(now) // counts it now if not yet counted
 	ev := c.lim.Exit(now, o.outcome)
 	if c.queue != nil {

@@ -243,6 +243,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // over its limit never trips the point for the others.
 func (h *Handler) enter(w http.ResponseWriter, r *http.Request, c *call, priority limiter.Priority) {
 	p, now := c.point, h.now()
+	c.arrived, c.priority = now.UnixNano(), priority
 	if f := h.forces.active(p.name, now); f != nil {
 		c.forced = f.Action
 		f.requests.Inc()
@@ -398,8 +399,11 @@ func (h *Handler) access(r *http.Request, c *call, upstream time.Duration) {
 	}
 	h.opts.AccessLog.Info("request",
 		zap.String("point", c.point.name),
+		zap.String("arrived", time.Unix(0, c.arrived).UTC().Format(startLayout)),
+		zap.String("host", r.Host),
 		zap.String("method", r.Method),
 		zap.String("path", path),
+		zap.String("priority", c.priority.String()),
 		zap.Int("status", status),
 		zap.String("strategy", c.verdict.Strategy.String()),
 		zap.Bool("degraded", !c.verdict.Allowed && c.failure != failClientGone),
@@ -409,6 +413,11 @@ func (h *Handler) access(r *http.Request, c *call, upstream time.Duration) {
 		forcedField(c.forced),
 		waitedField(c.waited),
 		keyField(c.keyLabel),
+		h.keysField(c, r),
+		pressureField(c.snap.PressureTestHeader != "" && isTrue(r.Header.Get(c.snap.PressureTestHeader))),
+		outcomeField(c),
+		errorField(c),
+		endedField(c),
 		staleField(c.staleServed),
 	)
 }
