@@ -128,11 +128,15 @@ const (
 	// tracks exactly: which keys share a shard or a sketch cell depends
 	// on the hashes, and the logged process's are secret.
 	ApproxKeySketch = "perkey_sketch"
+	// ApproxLate: the request came out of arrival order (the reader's
+	// Late: it lasted longer than its horizon): judged at the arrival of
+	// the request replayed before it, as if it had arrived then.
+	ApproxLate = "late"
 )
 
 // approxReasons are the reasons by bit of an approx.
 var approxReasons = [...]string{ApproxForced, ApproxCluster, ApproxQueue, ApproxDraw, ApproxAdaptive,
-	ApproxTimeout, ApproxUpstreamTimeout, ApproxKeyLabel, ApproxKeySketch}
+	ApproxTimeout, ApproxUpstreamTimeout, ApproxKeyLabel, ApproxKeySketch, ApproxLate}
 
 // approx is a set of reasons, bit i for approxReasons[i].
 type approx uint16
@@ -147,6 +151,7 @@ const (
 	apUpstreamTimeout
 	apKeyLabel
 	apKeySketch
+	apLate
 )
 
 // Run replays the entries next returns, in arrival order, through the
@@ -355,9 +360,9 @@ func (en *engine) replay(e *Entry) error {
 	if e.Arrived.IsZero() {
 		return fmt.Errorf("line %d: no arrival instant", e.Line)
 	}
-	if e.Arrived.Before(en.last) {
-		return fmt.Errorf("line %d: arrived at %s, before the entry replayed before it (%s): entries must come in arrival order",
-			e.Line, e.Arrived.Format(time.RFC3339Nano), en.last.Format(time.RFC3339Nano))
+	late := e.Arrived.Before(en.last)
+	if late {
+		e.Arrived = en.last // time never runs backwards in the limiter
 	}
 	en.last = e.Arrived
 	en.settle(e.Arrived)
@@ -373,6 +378,9 @@ func (en *engine) replay(e *Entry) error {
 		return err
 	}
 	var ap approx
+	if late {
+		ap |= apLate
+	}
 	f := en.flight()
 	v, err := en.judge(pt, cr.priority, e, f, &ap)
 	if err != nil {

@@ -747,15 +747,17 @@ func TestRunEndsBeforeArrivals(t *testing.T) {
 	}
 }
 
-func TestRunRejectsDisorder(t *testing.T) {
+// TestRunLate: an entry without an arrival is an error; one out of
+// arrival order (the reader's late line) is judged as if it arrived with
+// the entry before it, and counted approximate.
+func TestRunLate(t *testing.T) {
 	f := engFile(t, "routes: [{point: a, match: {}}]\npoints: {a: {visitThreshold: 1}}\n")
-	for _, es := range [][]replay.Entry{
-		{engAt("a", "/", time.Second, 0, "ok", ""), engAt("a", "/", 0, 0, "ok", "")},
-		{{Line: 1, Point: "a", Path: "/"}},
-	} {
-		if _, err := replay.Run(f, engNext(es), replay.Options{}); err == nil {
-			t.Errorf("Run of %d entries out of order or without arrival: no error", len(es))
-		}
+	if _, err := replay.Run(f, engNext([]replay.Entry{{Line: 1, Point: "a", Path: "/"}}), replay.Options{}); err == nil {
+		t.Error("Run of an entry without arrival: no error")
+	}
+	rep := engRun(t, f, []replay.Entry{engAt("a", "/", time.Second, 0, "ok", ""), engAt("a", "/", 0, 0, "ok", "")}, replay.Options{})
+	if rep.Approximate[replay.ApproxLate] != 1 || rep.WouldDegrade != 1 {
+		t.Errorf("an entry out of order: approximate %v, %d would be degraded; want it counted late, and judged second (degraded by visitThreshold 1)", rep.Approximate, rep.WouldDegrade)
 	}
 }
 
