@@ -61,6 +61,9 @@ func commands() []command {
 		{"suggest", "-access-log FILE [-config sds.yaml]",
 			"propose thresholds (a points: block, each value explained) from the proxy's access log",
 			suggestCmd},
+		{"replay", "-config CANDIDATE.yaml [-o text|json] [-assume-neighbours] [-horizon 1m] LOG... (- reads stdin)",
+			"run the requests of the proxy's access log again through a candidate config: what it would have degraded, and when",
+			replayCmd},
 		{"demo", "[-config FILE] [-listen ADDR] [-admin ADDR] [-upstream-listen ADDR]",
 			"run the proxy on the built-in example in front of a demo service",
 			func(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -16,12 +16,17 @@ import (
 
 // The Reader's defaults (ReaderOptions).
 const (
-	// DefaultHorizon is the longest a request is taken to have lasted.
-	DefaultHorizon = 5 * time.Minute
+	// DefaultHorizon is the longest a request is taken to have lasted: a
+	// minute, past every upstreamTimeout worth having; a longer one (a
+	// stream) comes out late, and is judged approximately. The entries it
+	// holds are a minute of the log's lines.
+	DefaultHorizon = time.Minute
 	// DefaultMaxLine bounds a log line, in bytes.
 	DefaultMaxLine = 1 << 20
-	// DefaultMaxPending bounds the entries held back for ordering.
-	DefaultMaxPending = 1 << 20
+	// DefaultMaxPending bounds the entries held back for ordering, and
+	// so the reader's memory whatever the log's rate: 65,536 entries,
+	// about 64 MiB at most.
+	DefaultMaxPending = 1 << 16
 	// maxProblems bounds ReaderStats.Problems.
 	maxProblems = 5
 )
