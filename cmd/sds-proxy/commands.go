@@ -62,7 +62,7 @@ func commands() []command {
 			"propose thresholds (a points: block, each value explained) from the proxy's access log",
 			suggestCmd},
 		{"replay", "-config CANDIDATE.yaml [-o text|json] [-assume-neighbours] [-horizon 1m] LOG... (- reads stdin)",
-			"run the requests of the proxy's access log again through a candidate config: what it would have degraded, and when",
+			"replay the proxy's access log through a candidate config: what it would degrade, and when",
 			replayCmd},
 		{"demo", "[-config FILE] [-listen ADDR] [-admin ADDR] [-upstream-listen ADDR]",
 			"run the proxy on the built-in example in front of a demo service",

@@ -144,11 +144,12 @@ func TestClosestCommand(t *testing.T) {
 		{"shema", "schema"},
 		{"verison", "version"},
 		{"fprce", "force"},
-		{"focre", ""},  // 2 edits, 5 bytes: past the limit
-		{"vldte", ""},  // 3 edits from validate
-		{"bogus", ""},  // nothing close
-		{"", ""},       // 3 edits from run
-		{"deploy", ""}, // a command elsewhere, not here
+		{"focre", ""},        // 2 edits, 5 bytes: past the limit
+		{"vldte", ""},        // 3 edits from validate
+		{"bogus", ""},        // nothing close
+		{"", ""},             // 3 edits from run
+		{"install", ""},      // a command elsewhere, not here
+		{"relpay", "replay"}, // two swapped
 		{"validate", "validate"},
 	} {
 		got, ok := closestCommand(tc.name)
