@@ -31,6 +31,7 @@ routes:
   - {point: shed, match: {pathPrefix: /shed/low}, priority: sheddable}
   - {point: shed, match: {pathPrefix: /shed}}
   - {point: keyed, match: {pathPrefix: /keyed}}
+  - {point: rate, match: {pathPrefix: /rate}}
 points:
   busy: {visitThreshold: %d, pressureTestDowngrade: true}
   tokens: {tokenBucketGeneratedTokensInSecond: %d, tokenBucketSize: %d}
@@ -41,7 +42,8 @@ points:
     visitThreshold: 1000
     perKey:
       - {key: header:X-Api-Key, visitThreshold: %d}
-`, n(6), n(3), n(3), n(2), n(3), n(3), n(8), n(3))
+  rate: {exceptionRateThreshold: %d, exceptionRateStart: 4}
+`, n(6), n(3), n(3), n(2), n(3), n(3), n(8), n(3), min(100, n(40)))
 }
 
 // replayTraffic sends the determinism test's traffic: bursts, overlapping
@@ -78,6 +80,8 @@ func replayTraffic(t *testing.T, e *env) {
 		get("/tokens/a")
 	}
 	together(6, "/slow/a?sleep=250ms")
+	together(6, "/slow/a?sleep=250ms") // 4 calls past timeoutThreshold in the window
+	get("/slow/a")                     // judged on them: timeout
 	for range 8 {
 		get("/flaky/a?status=503")
 	}
@@ -92,6 +96,9 @@ func replayTraffic(t *testing.T, e *env) {
 	}
 	for i := range 10 {
 		get("/keyed/a", "X-Api-Key", []string{"heavy", "heavy", "light"}[i%3])
+	}
+	for i := range 10 {
+		get([]string{"/rate/a?status=503", "/rate/a"}[i%2])
 	}
 }
 
@@ -135,8 +142,8 @@ func TestReplayDeterminism(t *testing.T) {
 	}
 
 	same := replayOf(t, e.config, logPath)
-	if same.Log.Access != 69 || same.Log.Malformed != 0 {
-		t.Fatalf("replay read %d access lines, %d malformed; want the 69 requests sent, none malformed", same.Log.Access, same.Log.Malformed)
+	if same.Log.Access != 86 || same.Log.Malformed != 0 {
+		t.Fatalf("replay read %d access lines, %d malformed; want the 86 requests sent, none malformed", same.Log.Access, same.Log.Malformed)
 	}
 	if same.BecameDegraded != 0 || same.BecameForwarded != 0 {
 		t.Errorf("the same config: %d newly degraded, %d newly forwarded, want no request changed", same.BecameDegraded, same.BecameForwarded)
@@ -150,14 +157,17 @@ func TestReplayDeterminism(t *testing.T) {
 			tripped[s] = true
 		}
 	}
-	for _, s := range []string{"visit", "pressure_test", "token_bucket", "concurrent", "exception", "key_visit"} {
+	for _, s := range []string{"visit", "pressure_test", "token_bucket", "concurrent", "timeout", "exception", "exception_rate", "key_visit"} {
 		if !tripped[s] {
 			t.Errorf("the traffic tripped no %s (tripped %v): the test does not exercise it", s, tripped)
 		}
 	}
-	if same.Approximate["timeout_in_flight"] > 0 {
-		t.Logf("approximate: %v", same.Approximate)
+	for _, p := range same.Points {
+		if p.Point == "shed" && p.Degraded["visit"] == 0 {
+			t.Errorf("point shed: degraded %v, want sheddable requests past their share (visit)", p.Degraded)
+		}
 	}
+	t.Logf("tripped %v; approximate %v", tripped, same.Approximate)
 
 	doubled := filepath.Join(e.dir, "doubled.yaml")
 	e.write(doubled, replayConfig(e.upstream, 2))
