@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
 )
 
 // answerKind is a kind of upstream answer the CPU cells ask for, by the
@@ -43,7 +45,7 @@ func (e *env) cpuCells(ctx context.Context) ([]CPURow, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s proxy: %w", name, err)
 		}
-		defer px.stop()
+		defer px.Stop()
 		pxs[i] = px
 	}
 	type cell struct{ kind, setup int }
@@ -84,18 +86,18 @@ func (e *env) cell(ctx context.Context, px *proxyProc, a answerKind, round int) 
 	}
 	from := round * (e.o.warmup + e.o.requests)
 	drive(ctx, e.client, url, from, e.o.warmup, e.o.conns)
-	pid := px.cmd.Process.Pid
-	before, err := cpuTime(pid)
+	pid := px.Pid()
+	before, err := benchproc.CPUTime(pid)
 	if err != nil {
 		return sample{}, err
 	}
 	res := drive(ctx, e.client, url, from+e.o.warmup, e.o.requests, e.o.conns)
-	after, err := cpuTime(pid)
+	after, err := benchproc.CPUTime(pid)
 	if err != nil {
 		return sample{}, err
 	}
 	if res.ok == 0 {
-		return sample{}, fmt.Errorf("%s through %s: no answer of %d was a 200 (%s)", a.name, px.listen, e.o.requests, px.logTail())
+		return sample{}, fmt.Errorf("%s through %s: no answer of %d was a 200 (%s)", a.name, px.listen, e.o.requests, px.LogTail())
 	}
 	return sample{cpuPerRequest: (after - before) / time.Duration(res.ok), perSecond: float64(res.ok) / res.took.Seconds(), failed: res.failed}, nil
 }
@@ -212,12 +214,12 @@ func (e *env) flood(ctx context.Context, name string, stale bool) (FloodRow, err
 	if err != nil {
 		return row, fmt.Errorf("%s proxy: %w", name, err)
 	}
-	defer px.stop()
-	pid := px.cmd.Process.Pid
-	if row.HWMBefore, _, err = memory(pid); err != nil {
+	defer px.Stop()
+	pid := px.Pid()
+	if row.HWMBefore, _, err = benchproc.Memory(pid); err != nil {
 		return row, err
 	}
-	cpu0, err := cpuTime(pid)
+	cpu0, err := benchproc.CPUTime(pid)
 	if err != nil {
 		return row, err
 	}
@@ -225,7 +227,7 @@ func (e *env) flood(ctx context.Context, name string, stale bool) (FloodRow, err
 		return fmt.Sprintf("http://%s/flood/%d?body=%d&header=Cache-Control:max-age%%3D600", px.listen, i, e.o.floodBody)
 	}
 	res := drive(ctx, e.client, url, 0, e.o.flood, e.o.conns)
-	cpu1, err := cpuTime(pid)
+	cpu1, err := benchproc.CPUTime(pid)
 	if err != nil {
 		return row, err
 	}
@@ -233,7 +235,7 @@ func (e *env) flood(ctx context.Context, name string, stale bool) (FloodRow, err
 	if res.ok > 0 {
 		row.CPUMicros = micros((cpu1 - cpu0) / time.Duration(res.ok))
 	}
-	if row.HWM, row.RSS, err = memory(pid); err != nil {
+	if row.HWM, row.RSS, err = benchproc.Memory(pid); err != nil {
 		return row, err
 	}
 	for _, m := range []struct {

@@ -100,7 +100,7 @@ func measure(ctx context.Context, o options, stderr io.Writer) (*report, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer up.stop()
+	defer up.Stop()
 	e.upstream = addr
 	e.client = newClient(o.conns)
 	defer e.client.CloseIdleConnections()
