@@ -101,7 +101,7 @@ func measure(ctx context.Context, o options, stderr io.Writer) (*report, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer up.stop()
+	defer up.Stop()
 	e.upstream = addr
 	e.client = newClient()
 	defer e.client.CloseIdleConnections()
@@ -150,7 +150,7 @@ func runRung(ctx context.Context, e *env, s setup, idx int, r rung) (result, err
 		if px, err = startProxy(ctx, e, s, r); err != nil {
 			return res, err
 		}
-		defer px.stop()
+		defer px.Stop()
 		target = px.listen
 	}
 	sched := schedule(r, e.o, idx)

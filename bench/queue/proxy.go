@@ -5,17 +5,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
 )
 
 // proxyProc is a running sds-proxy.
 type proxyProc struct {
-	*proc
+	*benchproc.Proc
 	listen string // host:port of the proxy port
 	admin  string // host:port of the admin port
 }
@@ -27,11 +28,11 @@ func startProxy(ctx context.Context, e *env, s setup, r rung) (*proxyProc, error
 	if e.proxyBuildErr != nil {
 		return nil, e.proxyBuildErr
 	}
-	listen, err := freePort()
+	listen, err := benchproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	admin, err := freePort()
+	admin, err := benchproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -39,13 +40,13 @@ func startProxy(ctx context.Context, e *env, s setup, r rung) (*proxyProc, error
 	if err := os.WriteFile(base+".yaml", proxyConfig(s, listen, admin, e.upstream), 0o600); err != nil {
 		return nil, err
 	}
-	p, err := startProc(e.proxyBin, []string{"run", "-config", base + ".yaml"}, base+".log", nil)
+	p, err := benchproc.Start(e.proxyBin, []string{"run", "-config", base + ".yaml"}, base+".log", nil)
 	if err != nil {
 		return nil, err
 	}
-	px := &proxyProc{proc: p, listen: listen, admin: admin}
+	px := &proxyProc{Proc: p, listen: listen, admin: admin}
 	if err := px.waitReady(ctx, e.client); err != nil {
-		px.stop()
+		px.Stop()
 		return nil, err
 	}
 	return px, nil
@@ -57,20 +58,20 @@ func (px *proxyProc) waitReady(ctx context.Context, c *http.Client) error {
 	deadline := time.Now().Add(startTimeout)
 	for {
 		select {
-		case <-px.exited:
-			return fmt.Errorf("sds-proxy exited: %s", px.logTail())
+		case <-px.Exited():
+			return fmt.Errorf("sds-proxy exited: %s", px.LogTail())
 		default:
 		}
-		if _, err := get(ctx, c, "http://"+px.admin+"/readyz"); err == nil {
+		if _, err := benchproc.Get(ctx, c, "http://"+px.admin+"/readyz"); err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("sds-proxy not ready within %v: %s", startTimeout, px.logTail())
+			return fmt.Errorf("sds-proxy not ready within %v: %s", startTimeout, px.LogTail())
 		}
-		sleep(ctx, pollEvery)
+		benchproc.Sleep(ctx, pollEvery)
 	}
 }
 
@@ -92,25 +93,13 @@ func proxyConfig(s setup, listen, admin, upstream string) []byte {
 	return b.Bytes()
 }
 
-// freePort returns a free 127.0.0.1:PORT (free a moment ago: another
-// process may take it before the proxy does, and the proxy then fails to
-// start, which the report says).
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
 // queueMetricPrefix starts the proxy's metrics of its queue.
 const queueMetricPrefix = "sds_queue"
 
 // scrapeQueueMetrics returns the lines of the proxy's /metrics that start
 // with queueMetricPrefix (none before the queue exists).
 func scrapeQueueMetrics(ctx context.Context, c *http.Client, admin string) ([]string, error) {
-	b, err := get(ctx, c, "http://"+admin+"/metrics")
+	b, err := benchproc.Get(ctx, c, "http://"+admin+"/metrics")
 	if err != nil {
 		return nil, err
 	}
