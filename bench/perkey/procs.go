@@ -13,13 +13,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
 )
 
 // Bounds of the processes' lifecycle.
 const (
 	stopGrace    = 5 * time.Second  // from SIGTERM to a kill
 	startTimeout = 15 * time.Second // until "listening" or "serving"
-	modulePath   = "github.com/sds-proxy/sds-proxy"
 	logTailLines = 3
 )
 
@@ -30,21 +31,11 @@ func binaries(ctx context.Context, binDir, dir string, log io.Writer) (upstream,
 		return filepath.Join(binDir, "sds-upstream"), filepath.Join(binDir, "sds-proxy"), nil
 	}
 	fmt.Fprintln(log, "building sds-upstream and sds-proxy ...")
-	if upstream, err = build(ctx, dir, "sds-upstream"); err != nil {
+	if upstream, err = benchproc.Build(ctx, dir, "sds-upstream"); err != nil {
 		return "", "", err
 	}
-	proxy, err = build(ctx, dir, "sds-proxy")
+	proxy, err = benchproc.Build(ctx, dir, "sds-proxy")
 	return upstream, proxy, err
-}
-
-// build runs go build for the command name of this module.
-func build(ctx context.Context, dir, name string) (string, error) {
-	out := filepath.Join(dir, name)
-	b, err := exec.CommandContext(ctx, "go", "build", "-o", out, modulePath+"/cmd/"+name).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build %s: %v: %s", name, err, strings.TrimSpace(string(b)))
-	}
-	return out, nil
 }
 
 // proc is a child process, its stdout and stderr in a log file, and its

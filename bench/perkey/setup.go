@@ -7,15 +7,13 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
-)
 
-// adminTimeout bounds one request to the proxy's admin port.
-const adminTimeout = 5 * time.Second
+	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
+)
 
 // runSetup starts a proxy for setup, offers it the three streams at once
 // and sums up what came back and what the proxy used. A proxy that does
@@ -88,7 +86,7 @@ func runSetup(ctx context.Context, o options, setup, proxyBin, dir, upstream str
 // /status: the keys tracked exactly, and whether the heaviest key is the
 // heavy key.
 func readStatus(ctx context.Context, c *http.Client, admin string, res *result, heavy *stream) error {
-	b, err := get(ctx, c, "http://"+admin+"/status")
+	b, err := benchproc.Get(ctx, c, "http://"+admin+"/status")
 	if err != nil {
 		return err
 	}
@@ -124,7 +122,7 @@ func readStatus(ctx context.Context, c *http.Client, admin string, res *result, 
 // readMetrics returns the lines of the admin port's /metrics that the
 // report quotes.
 func readMetrics(ctx context.Context, c *http.Client, admin string) ([]string, error) {
-	b, err := get(ctx, c, "http://"+admin+"/metrics")
+	b, err := benchproc.Get(ctx, c, "http://"+admin+"/metrics")
 	if err != nil {
 		return nil, err
 	}
@@ -149,24 +147,4 @@ func reported(line string) bool {
 		}
 	}
 	return strings.HasPrefix(line, "sds_degraded_total{") && strings.Contains(line, `strategy="key_`)
-}
-
-// get fetches url within adminTimeout and returns the body of a 200.
-func get(ctx context.Context, c *http.Client, url string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return b, err
 }
