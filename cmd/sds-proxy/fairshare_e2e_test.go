@@ -121,9 +121,13 @@ func TestMaxMinFair(t *testing.T) {
 func TestClusterFairSharesE2E(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
+	// One case at a time: five fleets of paced loads side by side starve
+	// each other's load loops on a 2-core machine under -race, and a
+	// demand that arrives in bunches is estimated in bunches (a CI run
+	// with them side by side gave one proxy a share 18% under its fair
+	// one).
 	for _, tc := range fairCases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			loads, statuses := runFair(t, tc)
 			from := fairMeasureFrom
 			if tc.joins > 0 {

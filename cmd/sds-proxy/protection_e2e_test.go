@@ -27,40 +27,47 @@ type outcome struct {
 	degraded string // Sds-Degraded
 }
 
-// pace sends GET path every interval for d (at most d/interval
-// requests), each on its own goroutine, so that the rate offered holds
-// when answers are slow (a busy machine running the suite's tests side
-// by side), and returns what came back, in the order sent. A transport
-// error fails the test.
+// pace sends GET path every interval for d (d/interval requests), each
+// on its own goroutine, so that the rate offered holds when answers are
+// slow (a busy machine running the suite's tests side by side), and
+// returns what came back, in the order sent. A ticker drops the ticks its
+// reader misses, so each tick sends every request due by then: a starved
+// loop sends late, in a bunch, but sends them all. A transport error
+// fails the test.
 func (e *env) pace(path string, interval, d time.Duration) []outcome {
 	e.t.Helper()
 	n := int(d / interval)
 	out := make([]outcome, n)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	end := time.Now().Add(d)
+	begin := time.Now()
 	var wg sync.WaitGroup
-	sent := 0
-	for ; sent < n && time.Now().Before(end); <-tick.C {
-		i := sent
-		wg.Go(func() {
-			req, err := http.NewRequest(http.MethodGet, e.proxy.url+path, nil)
-			if err != nil {
-				e.t.Error(err)
-				return
-			}
-			at := time.Now()
-			r, err := e.do(req)
-			if err != nil {
-				e.t.Errorf("GET %s: %v", path, err)
-				return
-			}
-			out[i] = outcome{at: at, took: r.took, status: r.status, degraded: r.degraded()}
-		})
-		sent++
+	for sent, now := 0, begin; sent < n; now = <-tick.C {
+		for due := min(n, int(now.Sub(begin)/interval)+1); sent < due; sent++ {
+			e.paceOne(&wg, path, out, sent)
+		}
 	}
 	wg.Wait()
-	return slices.DeleteFunc(out[:sent], func(o outcome) bool { return o.at.IsZero() })
+	return slices.DeleteFunc(out, func(o outcome) bool { return o.at.IsZero() })
+}
+
+// paceOne sends pace's request i on its own goroutine, counted in wg, and
+// writes what came back into out[i].
+func (e *env) paceOne(wg *sync.WaitGroup, path string, out []outcome, i int) {
+	wg.Go(func() {
+		req, err := http.NewRequest(http.MethodGet, e.proxy.url+path, nil)
+		if err != nil {
+			e.t.Error(err)
+			return
+		}
+		at := time.Now()
+		r, err := e.do(req)
+		if err != nil {
+			e.t.Errorf("GET %s: %v", path, err)
+			return
+		}
+		out[i] = outcome{at: at, took: r.took, status: r.status, degraded: r.degraded()}
+	})
 }
 
 // TestRecoveryRamp: after a delay ends under steady load, the share of
