@@ -14,31 +14,19 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/sds-proxy/sds-proxy/internal/testclock"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 	"github.com/sds-proxy/sds-proxy/route"
 )
 
-// forceClock is a clock the test moves by hand.
-type forceClock struct{ t atomic.Pointer[time.Time] }
-
-func newForceClock(t time.Time) *forceClock {
-	c := &forceClock{}
-	c.set(t)
-	return c
-}
-
-func (c *forceClock) now() time.Time      { return *c.t.Load() }
-func (c *forceClock) set(t time.Time)     { c.t.Store(&t) }
-func (c *forceClock) add(d time.Duration) { c.set(c.now().Add(d)) }
-
 // forceFixture is a Handler with points a and b, a hand-moved clock, an
 // upstream that counts its calls, the event history and the log.
 type forceFixture struct {
 	h      *proxy.Handler
 	reg    *prometheus.Registry
-	clock  *forceClock
+	clock  *testclock.Clock
 	calls  atomic.Int64
 	events *events.Log
 	logs   *observer.ObservedLogs
@@ -48,7 +36,7 @@ type forceFixture struct {
 
 func newForceFixture(t *testing.T, setA func(*limiter.Settings)) *forceFixture {
 	t.Helper()
-	f := &forceFixture{clock: newForceClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)),
+	f := &forceFixture{clock: testclock.New(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)),
 		events: events.New(100, 50)}
 	f.a = rpPoint(t, "a", setA, proxy.PointOptions{})
 	f.b = rpPoint(t, "b", nil, proxy.PointOptions{})
@@ -58,7 +46,7 @@ func newForceFixture(t *testing.T, setA func(*limiter.Settings)) *forceFixture {
 	cfg := &proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{f.a, f.b}, PressureTestHeader: "X-Pressure-Test",
 		Routes: []proxy.Route{{Point: f.a, Rule: route.Rule{Path: "/a"}}, {Point: f.b}}}
 	f.h, f.reg = rpHandler(t, cfg, proxy.Options{
-		Logger: zap.New(core), AccessLog: zap.New(accessCore), Events: f.events, Now: f.clock.now,
+		Logger: zap.New(core), AccessLog: zap.New(accessCore), Events: f.events, Now: f.clock.Now,
 		Transport: rpRoundTrip(func(r *http.Request) (*http.Response, error) {
 			f.calls.Add(1)
 			return rpReply(r, http.StatusOK, "ok"), nil
@@ -85,7 +73,7 @@ func TestForceDegradeAnswersTheFallbackUntilItsTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := f.clock.now().Add(10 * time.Minute); !sw.Until.Equal(want) {
+	if want := f.clock.Now().Add(10 * time.Minute); !sw.Until.Equal(want) {
 		t.Errorf("until: got %v, want %v", sw.Until, want)
 	}
 	resp := f.get("/a")
@@ -102,25 +90,25 @@ func TestForceDegradeAnswersTheFallbackUntilItsTTL(t *testing.T) {
 	if resp := f.get("/b"); resp.StatusCode != http.StatusOK || f.calls.Load() != 1 {
 		t.Errorf("point b: status %d, upstream calls %d; want 200 and 1", resp.StatusCode, f.calls.Load())
 	}
-	if got, want := f.a.Limiter().Snapshot(f.clock.now()).Counts, (limiter.Counts{Visits: 1, Degraded: 1}); got != want {
+	if got, want := f.a.Limiter().Snapshot(f.clock.Now()).Counts, (limiter.Counts{Visits: 1, Degraded: 1}); got != want {
 		t.Errorf("a's window: got %+v, want %+v", got, want)
 	}
 
 	// One nanosecond before its end the switch holds; at its end it is gone,
 	// before any Tick reports it.
-	f.clock.add(10*time.Minute - time.Nanosecond)
+	f.clock.Add(10*time.Minute - time.Nanosecond)
 	if resp := f.get("/a"); resp.Header.Get("Sds-Degraded") != "forced; point=a" {
 		t.Errorf("just before the ttl: got Sds-Degraded %q, want forced", resp.Header.Get("Sds-Degraded"))
 	}
-	f.clock.add(time.Nanosecond)
+	f.clock.Add(time.Nanosecond)
 	if resp := f.get("/a"); resp.StatusCode != http.StatusOK || resp.Header.Get("Sds-Degraded") != "" {
 		t.Errorf("at the ttl: status %d, Sds-Degraded %q; want 200 and none", resp.StatusCode, resp.Header.Get("Sds-Degraded"))
 	}
-	if got := f.h.Forces(f.clock.now()); len(got) != 0 {
+	if got := f.h.Forces(f.clock.Now()); len(got) != 0 {
 		t.Errorf("Forces after the ttl: got %+v, want none", got)
 	}
-	f.clock.add(time.Second)
-	f.h.Tick(f.clock.now())
+	f.clock.Add(time.Second)
+	f.h.Tick(f.clock.Now())
 	evs := f.pointEvents("a")
 	if len(evs) != 2 || evs[0].Kind != events.Force || evs[1].Kind != events.ForceEnd {
 		t.Fatalf("a's events: got %+v, want force then force_end", evs)
@@ -162,17 +150,17 @@ func TestForcePassSkipsJudgingButCountsTheTraffic(t *testing.T) {
 	if n := f.calls.Load(); n != 3 {
 		t.Errorf("upstream calls under pass: got %d, want 3", n)
 	}
-	if got, want := f.a.Limiter().Snapshot(f.clock.now()).Counts, (limiter.Counts{Visits: 4, Degraded: 1}); got != want {
+	if got, want := f.a.Limiter().Snapshot(f.clock.Now()).Counts, (limiter.Counts{Visits: 4, Degraded: 1}); got != want {
 		t.Errorf("a's window: got %+v, want %+v", got, want)
 	}
 	lines := f.access.FilterField(zap.String("forced", "pass")).Len()
 	if lines != 3 {
 		t.Errorf(`access log lines with forced=pass: got %d, want 3`, lines)
 	}
-	f.clock.add(time.Second)
+	f.clock.Add(time.Second)
 	sw, ok := f.h.Unforce("a")
-	if !ok || sw.Action != proxy.ForcePass || !sw.Until.Equal(f.clock.now()) {
-		t.Fatalf("Unforce: got %+v, %v; want the pass switch, until now %v", sw, ok, f.clock.now())
+	if !ok || sw.Action != proxy.ForcePass || !sw.Until.Equal(f.clock.Now()) {
+		t.Fatalf("Unforce: got %+v, %v; want the pass switch, until now %v", sw, ok, f.clock.Now())
 	}
 	if _, ok := f.h.Unforce("a"); ok {
 		t.Error("a second Unforce found a switch")
@@ -220,7 +208,7 @@ func TestForceRefusesBadSwitches(t *testing.T) {
 	if _, err := f.h.Force("a", proxy.ForceDegrade, proxy.MaxForceTTL, strings.Repeat("x", proxy.MaxForceReason)); err != nil {
 		t.Errorf("MaxForceTTL with a reason of MaxForceReason bytes: %v", err)
 	}
-	if got := f.h.Forces(f.clock.now()); len(got) != 1 {
+	if got := f.h.Forces(f.clock.Now()); len(got) != 1 {
 		t.Errorf("switches after one good Force: got %d, want 1", len(got))
 	}
 }
@@ -236,7 +224,7 @@ func TestForceSurvivesASwapAndEndsWithItsPoint(t *testing.T) {
 	// A reload that keeps a (a new Point of the same name) and drops b.
 	a2 := proxy.NewPoint(f.a.Limiter(), proxy.PointOptions{})
 	f.h.Swap(&proxy.Config{Upstream: rpFakeUpstream, Points: []*proxy.Point{a2}, Routes: []proxy.Route{{Point: a2}}})
-	got := f.h.Forces(f.clock.now())
+	got := f.h.Forces(f.clock.Now())
 	if len(got) != 1 || got[0].Point != "a" {
 		t.Fatalf("switches after the reload: got %+v, want a's only", got)
 	}
@@ -372,9 +360,9 @@ func TestForceConcurrentWithRequestsAndSwaps(t *testing.T) {
 		case 3:
 			f.h.Swap(cfgs[i%2])
 		case 4:
-			f.clock.add(time.Millisecond)
-			f.h.Tick(f.clock.now())
-			f.h.Forces(f.clock.now())
+			f.clock.Add(time.Millisecond)
+			f.h.Tick(f.clock.Now())
+			f.h.Forces(f.clock.Now())
 		}
 	}
 	close(done)

@@ -4,38 +4,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sds-proxy/sds-proxy/internal/testclock"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/events"
 )
 
-// recClock is a settable clock for the Handler.
-type recClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *recClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *recClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // historyRig is a Handler on a settable clock that keeps an events.Log,
 // in front of an upstream that answers 500 while fail is set.
 type historyRig struct {
 	t0      time.Time
-	clock   *recClock
+	clock   *testclock.Clock
 	fail    bool
 	h       *proxy.Handler
 	history *events.Log
@@ -43,7 +25,7 @@ type historyRig struct {
 
 func newHistoryRig(t *testing.T, p *proxy.Point) *historyRig {
 	rig := &historyRig{t0: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), history: events.New(100, 100)}
-	rig.clock = &recClock{t: rig.t0}
+	rig.clock = testclock.New(rig.t0)
 	upstream := rpRoundTrip(func(r *http.Request) (*http.Response, error) {
 		if rig.fail {
 			return rpReply(r, http.StatusInternalServerError, "down"), nil
@@ -56,7 +38,7 @@ func newHistoryRig(t *testing.T, p *proxy.Point) *historyRig {
 
 // send serves one request at t0+at and returns its status.
 func (rig *historyRig) send(at time.Duration) int {
-	rig.clock.set(rig.t0.Add(at))
+	rig.clock.Set(rig.t0.Add(at))
 	rec := httptest.NewRecorder()
 	rig.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://svc.test/", nil))
 	return rec.Code

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/sds-proxy/sds-proxy/internal/testclock"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
@@ -30,18 +30,6 @@ import (
 // adminT0 is the instant of the admin tests' requests, half-way into a
 // bucket of the default 1s buckets.
 var adminT0 = time.Date(2026, 3, 1, 12, 0, 0, 500_000_000, time.UTC)
-
-// adminClock is a settable clock shared by the Handler and the admin port.
-type adminClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *adminClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
 
 // adminUpstream is a fake service: 500 for paths ending in /fail, else 200.
 type adminUpstream struct{}
@@ -64,7 +52,7 @@ type adminFixture struct {
 	h       *proxy.Handler
 	metrics *metrics.Set
 	events  *events.Log
-	clock   *adminClock
+	clock   *testclock.Clock
 	ready   atomic.Bool
 	status  admin.ReloadStatus
 	admin   http.Handler
@@ -79,14 +67,14 @@ type adminPoint struct {
 
 func newAdminFixture(t *testing.T, points ...adminPoint) *adminFixture {
 	t.Helper()
-	return newAdminFixtureOn(t, adminT0, func(*adminClock) http.RoundTripper { return adminUpstream{} }, points...)
+	return newAdminFixtureOn(t, adminT0, func(*testclock.Clock) http.RoundTripper { return adminUpstream{} }, points...)
 }
 
 // newAdminFixtureOn is newAdminFixture with its clock set to start and the
 // upstream transport that transport returns for that clock.
-func newAdminFixtureOn(t *testing.T, start time.Time, transport func(*adminClock) http.RoundTripper, points ...adminPoint) *adminFixture {
+func newAdminFixtureOn(t *testing.T, start time.Time, transport func(*testclock.Clock) http.RoundTripper, points ...adminPoint) *adminFixture {
 	t.Helper()
-	f := &adminFixture{clock: &adminClock{t: start}}
+	f := &adminFixture{clock: testclock.New(start)}
 	upstream, _ := url.Parse("http://upstream.invalid")
 	cfg := &proxy.Config{Upstream: upstream, ForwardedHeaders: true}
 	for _, ap := range points {

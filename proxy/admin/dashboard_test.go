@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sds-proxy/sds-proxy/internal/testclock"
 	"github.com/sds-proxy/sds-proxy/internal/tooltest"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/proxy/admin"
@@ -525,7 +526,7 @@ func newSimBoard(t *testing.T) *simBoard {
 		points = append(points, adminPoint{name: boardName(i), path: "/" + boardName(i) + "/",
 			settings: func(s *limiter.Settings) { boardSettings(i, s) }})
 	}
-	f := newAdminFixtureOn(t, boardT0, func(clock *adminClock) http.RoundTripper { return simUpstream{clock: clock} }, points...)
+	f := newAdminFixtureOn(t, boardT0, func(clock *testclock.Clock) http.RoundTripper { return simUpstream{clock: clock} }, points...)
 	f.status = admin.ReloadStatus{Path: "/etc/sds/sds.yaml", Hash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
 		LoadedAt: boardT0.Add(-time.Hour)}
 	return &simBoard{f: f}
@@ -582,7 +583,7 @@ func (b *simBoard) second(t *testing.T, s time.Duration) {
 			if active && in.kind == "slow" {
 				latency = 300
 			}
-			b.f.clock.set(at)
+			b.f.clock.Set(at)
 			b.f.send(t, fmt.Sprintf("/%s/%d/%d", boardName(i), status, latency))
 		}
 	}
@@ -592,7 +593,7 @@ func (b *simBoard) second(t *testing.T, s time.Duration) {
 	// its bucket: what a point is doing, rather than the instant a bucket
 	// starts empty.
 	settled := start.Add(700 * time.Millisecond)
-	b.f.clock.set(settled)
+	b.f.clock.Set(settled)
 	if sec%2 == 1 {
 		b.f.h.Tick(settled)
 	}
@@ -632,24 +633,18 @@ func (b *simBoard) handler(t *testing.T) http.Handler {
 
 // simUpstream answers "/<point>/<status>/<latency ms>" with that status,
 // moving the fixture's clock on by the latency.
-type simUpstream struct{ clock *adminClock }
+type simUpstream struct{ clock *testclock.Clock }
 
 func (u simUpstream) RoundTrip(r *http.Request) (*http.Response, error) {
 	parts := strings.Split(r.URL.Path, "/")
 	status, _ := strconv.Atoi(parts[len(parts)-2])
 	latency, _ := strconv.Atoi(parts[len(parts)-1])
-	u.clock.set(u.clock.Now().Add(time.Duration(latency) * time.Millisecond))
+	u.clock.Set(u.clock.Now().Add(time.Duration(latency) * time.Millisecond))
 	return &http.Response{
 		Status: http.StatusText(status), StatusCode: status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{"Content-Type": {"text/plain"}}, Body: io.NopCloser(strings.NewReader("upstream")),
 		ContentLength: 8, Request: r,
 	}, nil
-}
-
-func (c *adminClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
 }
 
 // flapping matches a folded trip in the event list.

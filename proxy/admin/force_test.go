@@ -229,9 +229,7 @@ func TestForceEndpointsSetShowAndClear(t *testing.T) {
 	if _, ok := got["point"]; ok {
 		t.Errorf("/status forced repeats the point: %v", got)
 	}
-	fs.f.clock.mu.Lock()
-	fs.f.clock.t = t0.Add(90 * time.Second)
-	fs.f.clock.mu.Unlock()
+	fs.f.clock.Set(t0.Add(90 * time.Second))
 	if got := forcedOf(); got != nil {
 		t.Errorf("/status forced after the ttl: got %v, want none", got)
 	}

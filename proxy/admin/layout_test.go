@@ -240,7 +240,7 @@ func layoutFixture(t *testing.T) (f *adminFixture, at func(s int) time.Time) {
 	f.tripOnException(t, "/ramp") // the trip starts the delay
 	// The delay's second passes: orders.ramp is in its recovery ramp.
 	ramp := adminT0.Add(2 * time.Second)
-	f.clock.set(ramp)
+	f.clock.Set(ramp)
 
 	// Point a recovers at :43 and point b trips at :44, before a's
 	// recovery has been held back for FlapHold and enters the history.
@@ -249,7 +249,7 @@ func layoutFixture(t *testing.T) (f *adminFixture, at func(s int) time.Time) {
 	f.events.Add(events.Event{At: at(43), Kind: events.Recover, Point: "a"})
 	f.events.Add(events.Event{At: at(44), Kind: events.Trip, Point: "b", Strategy: "visit", Detail: "visit 5 / 5"})
 	f.events.Flush(at(46))
-	f.clock.set(at(47))
+	f.clock.Set(at(47))
 	return f, at
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/sds-proxy/sds-proxy/internal/testclock"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 	"github.com/sds-proxy/sds-proxy/proxy"
@@ -32,7 +33,7 @@ import (
 // "session": 100 visits, maxKeys 64) and a point "plain" without any, on
 // up, on clock, its keys hashed by hasher, with an admin port over them
 // that labels keys with the same hasher: wired as run wires them.
-func perKeyFixture(t *testing.T, up http.RoundTripper, clock *adminClock, hasher *clientkey.Hasher) (*proxy.Handler, http.Handler) {
+func perKeyFixture(t *testing.T, up http.RoundTripper, clock *testclock.Clock, hasher *clientkey.Hasher) (*proxy.Handler, http.Handler) {
 	t.Helper()
 	upstream, _ := url.Parse("http://upstream.invalid")
 	cfg := &proxy.Config{Upstream: upstream}
@@ -132,14 +133,14 @@ func getPerKey(t *testing.T, adm http.Handler) perKeyStatus {
 // the point without rules has no "perKey".
 func TestStatusPerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clock := &adminClock{t: adminT0.Add(-20 * time.Second)} // two windows before
+		clock := testclock.New(adminT0.Add(-20 * time.Second)) // two windows before
 		hasher := clientkey.NewHasher()
 		up := heldUpstream{release: make(chan struct{})}
 		h, adm := perKeyFixture(t, up, clock, hasher)
 		label := func(key string) string { return hasher.Label(hasher.Sum64(key)) }
 
 		sendKeyed(h, "/keyed", "dave-api-key", "dave-session")
-		clock.set(adminT0)
+		clock.Set(adminT0)
 		var bobDegraded *httptest.ResponseRecorder
 		for i := range 6 { // the 6th is over the visit threshold of 5
 			bobDegraded = sendKeyed(h, "/keyed", "bob-api-key", "")

@@ -29,9 +29,7 @@ func protectionFixture(t *testing.T) *adminFixture {
 	}
 	f.send(t, "/ramp") // trips: the delay ends at +1s, the ramp at +11s
 	f.send(t, "/adaptive")
-	f.clock.mu.Lock()
-	f.clock.t = adminT0.Add(6 * time.Second)
-	f.clock.mu.Unlock()
+	f.clock.Set(adminT0.Add(6 * time.Second))
 	return f
 }
 
