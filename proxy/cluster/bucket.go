@@ -13,7 +13,8 @@ import (
 //
 // The error bound (docs/fleet.md, "Error bound"): every token a proxy
 // spends was granted by Redis, or spent on credit or on the local share
-// before its first lease and charged at its next call, so over any span T
+// and charged at its next answered call (a share spent while Redis failed
+// is charged at most its size: fail, charge), so over any span T
 // the proxies together admit at most
 // size + TokensPerSecond×T + the credit outstanding, and the credit each
 // proxy may spend is at most the shared level its last answer showed,
@@ -37,10 +38,15 @@ type Bucket struct {
 	asked  atomic.Int64
 	// poked: Take asked the loop for an early call since the last one.
 	poked atomic.Bool
-	// owed counts the tokens taken on the local share while Redis was not
-	// known to be down (before the bucket's first lease, or past its
-	// expiry): the next call charges them to the shared bucket. It is
-	// cleared when Redis fails, since the share is then the fallback.
+	// state is stateUnknown until the bucket's first call is answered or
+	// fails, then stateUp while its last call was answered and stateDown
+	// after a failed one. Take reads it.
+	state atomic.Int32
+	// owed counts the tokens taken on the local share (before the
+	// bucket's first lease, past its expiry, or while Redis failed), less
+	// the unspent lease a failure turned into the share's first tokens:
+	// the next answered call charges it to the shared bucket, at most the
+	// share's size (charge).
 	owed atomic.Int64
 
 	// The local share while Redis fails: a GCRA of TokensPerSecond ÷
@@ -85,22 +91,20 @@ func (b *Bucket) Name() string { return b.name }
 // Take takes one token at now and reports whether there was one. While
 // Redis answers it spends the lease, then the credit; otherwise, or when
 // the lease is older than LeaseTTL, it counts on the local share. A token
-// of the share taken while Redis is not known to be down (the proxy has
-// just started, or a reload added the bucket) is owed to the shared
-// bucket, and the loop is asked for its first lease at once. It never
-// waits and does not allocate.
+// of the share is owed to the shared bucket, charged when Redis answers
+// again; while Redis is not known to be down (the proxy has just started,
+// or a reload added the bucket), the loop is asked for a lease at once. It
+// never waits and does not allocate.
 func (b *Bucket) Take(now time.Time) bool {
 	b.asked.Add(1)
-	state := b.c.state.Load()
+	state := b.state.Load()
 	if state != stateUp || now.UnixNano() >= b.expiry.Load() {
 		if !b.takeLocal(now.UnixNano()) {
 			return false
 		}
+		b.owed.Add(1)
 		if state != stateDown {
-			b.owed.Add(1)
-			if state == stateUp {
-				b.pokeLoop()
-			}
+			b.pokeLoop()
 		}
 		return true
 	}
@@ -152,7 +156,7 @@ func (b *Bucket) measure(now time.Time) {
 // plan decides a bucket's call at now: want tokens, settle tokens given
 // back (> 0) or owed (< 0), and whether the call is due. The lease's
 // target is two Ticks of demand, at least 1 token and at most size.
-func (b *Bucket) plan(now time.Time, tick, up bool) (want, settle int64, due bool) {
+func (b *Bucket) plan(now time.Time, tick bool) (want, settle int64, due bool) {
 	target := int64(math.Ceil(b.demand * 2 * Tick.Seconds()))
 	target = min(max(target, 1), b.size)
 	h := b.held.Load()
@@ -160,9 +164,11 @@ func (b *Bucket) plan(now time.Time, tick, up bool) (want, settle int64, due boo
 	settle = h - kept
 	want = target - kept
 	poked := b.poked.Load()
-	switch {
-	case !up:
-		due = tick // down or unknown: every bucket is asked for afresh
+	switch state := b.state.Load(); {
+	case state == stateDown:
+		due = tick && now.Sub(b.lastCall) >= retryEvery
+	case state == stateUnknown:
+		due = tick || poked && now.Sub(b.lastCall) >= earlyGap
 	case tick:
 		due = want > 0 || settle != 0 || b.owed.Load() != 0 || time.Duration(b.expiry.Load()-now.UnixNano()) < LeaseTTL/2
 	default:
@@ -190,8 +196,9 @@ type answer struct {
 
 // granted applies an answer at now: granted tokens join the lease, whose
 // credit is what this proxy could still be granted, at most the level
-// divided by Replicas, until now + LeaseTTL.
-func (b *Bucket) granted(now time.Time, a answer) {
+// divided by Replicas, until now + LeaseTTL. It returns the bucket's state
+// before.
+func (b *Bucket) granted(now time.Time, a answer) (was int32) {
 	b.held.Add(a.granted)
 	b.credit.Store(max(0, min(a.available, a.level/b.c.replicas)))
 	b.level.Store(a.level)
@@ -201,27 +208,59 @@ func (b *Bucket) granted(now time.Time, a answer) {
 	b.levelAt.Store(now.UnixNano())
 	b.expiry.Store(now.Add(LeaseTTL).UnixNano())
 	b.c.m.lease(b.name, a)
+	b.c.m.bucketShared(b.name, true)
+	return b.state.Swap(stateUp)
 }
 
-// drop ends the lease: the bucket counts on its share until the next
-// answer. Tokens held are lost to the shared bucket (Redis no longer
-// answers to take them back).
-func (b *Bucket) drop() {
-	b.expiry.Store(0)
-	b.held.Store(0)
-	b.credit.Store(0)
-	b.owed.Store(0)
+// fail records lc, the bucket's call sent at now, as failed: what the
+// call would have charged is owed again (tokens it gave back are lost:
+// Redis may have taken them), and the bucket counts on its local share
+// until an answer. A bucket that held a lease starts its share from the
+// lease's unspent tokens (at most the share's size), not full, and those
+// tokens are not charged again: so a failure adds no burst to what the
+// fleet was granted. It reports whether the bucket was not down before.
+func (b *Bucket) fail(now time.Time, lc *leaseCall) bool {
+	b.owed.Add(lc.owed - min(0, lc.fromLease))
+	b.c.m.bucketShared(b.name, false)
+	if b.state.Load() == stateUp {
+		b.expiry.Store(0)
+		b.credit.Store(0)
+		left := b.held.Swap(0)
+		b.owed.Add(-left)
+		size := b.localSize()
+		start := min(max(left, 0), size)
+		tat := now.UnixNano() + (size-start)*b.localInterval
+		for {
+			old := b.tat.Load()
+			if old >= tat || b.tat.CompareAndSwap(old, tat) {
+				break
+			}
+		}
+	}
+	return b.state.Swap(stateDown) != stateDown
 }
+
+// localSize is the local share's capacity: size ÷ Replicas, at least 1.
+func (b *Bucket) localSize() int64 { return b.localTolerance/b.localInterval + 1 }
+
+// charge is what a call charges of owed tokens: owed, but at most the
+// local share's size. Tokens the share spent beyond it were the share's
+// refill, which the shared bucket's refill over the same span matches: a
+// proxy on its share for longer than size ÷ tokensPerSecond seconds of
+// overload charges size ÷ Replicas, so the fleet's return finds the shared
+// bucket as drained as its shares left the budget, and a long outage is
+// not paid for after it (docs/fleet.md, "When Redis fails").
+func (b *Bucket) charge(owed int64) int64 { return min(owed, b.localSize()) }
 
 // retire ends the lease of a bucket a reload replaced, and returns what
 // it owes the shared bucket: its lease's unspent tokens (> 0), given back,
-// less what it spent on credit or on its share while unleased (< 0 in
-// all), charged. A request still holding the old config then counts on
-// the share.
+// less what it spent on credit or on its share (< 0 in all, the share's
+// part at most its size: charge), charged. A request still holding the
+// old config then counts on the share.
 func (b *Bucket) retire() int64 {
 	b.expiry.Store(0)
 	b.credit.Store(0)
-	return b.held.Swap(0) - b.owed.Swap(0)
+	return b.held.Swap(0) - b.charge(b.owed.Swap(0))
 }
 
 // BucketStatus is a bucket as /status shows it.
@@ -254,11 +293,11 @@ type BucketStatus struct {
 // Status returns the bucket's state at now, without side effects.
 func (b *Bucket) Status(now time.Time) BucketStatus {
 	n := now.UnixNano()
-	localSize := b.localTolerance/b.localInterval + 1
+	localSize := b.localSize()
 	used := max(b.tat.Load(), n) - n
 	st := BucketStatus{
 		Name: b.name, TokensPerSecond: b.rate, Size: b.size,
-		Shared:        b.c.state.Load() == stateUp && n < b.expiry.Load(),
+		Shared:        b.state.Load() == stateUp && n < b.expiry.Load(),
 		Level:         b.level.Load(),
 		Lease:         b.held.Load(),
 		Credit:        b.credit.Load(),

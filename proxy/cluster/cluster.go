@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -99,23 +100,32 @@ type Options struct {
 // the buckets in use and the loop that leases their tokens. Its methods are
 // safe for concurrent use.
 type Client struct {
-	rdb      redis.UniversalClient
-	timeout  time.Duration
-	prefix   string
-	identity string
-	replicas int64
-	log      *zap.Logger
-	now      func() time.Time
-	m        *metrics
+	rdb redis.UniversalClient
+	// reloadSlots, for a Redis Cluster, asks for the slot map again (in
+	// the background); nil otherwise.
+	reloadSlots func()
+	timeout     time.Duration
+	prefix      string
+	identity    string
+	replicas    int64
+	log         *zap.Logger
+	now         func() time.Time
+	m           *metrics
 
-	// state is stateUnknown until the first call, then stateUp or
-	// stateDown: Bucket.Take reads it.
+	// state is stateUnknown until the first answer or failure, then
+	// stateUp while every bucket in use had its last call answered (or,
+	// with none in use, the last PING), stateDown while one did not. Each
+	// bucket has its own (Bucket.state), which Take reads: one Redis
+	// Cluster node down sends only the buckets whose keys it holds to
+	// their shares.
 	state atomic.Int32
 	// wake asks the loop for an early call (a lease ran dry).
 	wake chan struct{}
 	// scriptLoaded: Redis answered a call with the script, so later calls
 	// send its hash. Only the loop reads and writes it.
 	scriptLoaded bool
+	// lastPing is when the loop last pinged Redis for want of a bucket.
+	lastPing time.Time
 
 	mu        sync.Mutex // guards buckets, retired, since and lastError
 	buckets   []*Bucket  // in use (Use)
@@ -186,9 +196,30 @@ func New(opts Options) (*Client, error) {
 			return user, pw, err
 		}
 	}
-	c.rdb = redis.NewUniversalClient(uo)
+	if opts.MasterName == "" && len(opts.Addresses) > 1 {
+		cc := redis.NewClusterClient(clusterOptions(uo))
+		c.rdb, c.reloadSlots = cc, func() { cc.ReloadState(context.Background()) }
+	} else {
+		c.rdb = redis.NewUniversalClient(uo)
+	}
 	c.m = newMetrics(opts.Registerer)
 	return c, nil
+}
+
+// clusterOptions are a Redis Cluster client's options: uo's, without a
+// second attempt in the same call. go-redis retries a command whose node
+// failed (or that answered MOVED) after a back-off, and when the back-off
+// outlives the call's deadline it marks every command of the pipeline
+// failed, the healthy nodes' answers included: one node down would send
+// every bucket to its share, and a refused connection would read as a
+// timeout. The next Tick is the retry; the loop reloads the slot map after
+// every failed call instead (Client.reloadSlots), which is how a promoted
+// replica is found within a retry of the cluster knowing it, where
+// go-redis alone rereads the map only on MOVED or once a minute.
+func clusterOptions(uo *redis.UniversalOptions) *redis.ClusterOptions {
+	co := uo.Cluster()
+	co.MaxRedirects = -1
+	return co
 }
 
 // newIdentity returns the host name and 8 random hex digits.
@@ -250,6 +281,7 @@ func (c *Client) Use(buckets []*Bucket) {
 	c.mu.Unlock()
 	for _, b := range buckets {
 		c.m.use(b.name)
+		c.m.bucketShared(b.name, b.state.Load() == stateUp)
 	}
 	for _, b := range old {
 		if !keep[b] && !c.inUse(b.name) {
@@ -296,11 +328,11 @@ func (c *Client) poke() {
 }
 
 // Run leases tokens for the buckets in use until ctx is done: every Tick,
-// and early when a lease runs dry. It returns when ctx is done.
+// and early when a lease runs dry. A bucket whose last call failed is
+// tried again every retryEvery. It returns when ctx is done.
 func (c *Client) Run(ctx context.Context) {
 	ticker := time.NewTicker(Tick)
 	defer ticker.Stop()
-	var lastTry time.Time
 	c.round(ctx, true)
 	for {
 		tick := false
@@ -311,110 +343,146 @@ func (c *Client) Run(ctx context.Context) {
 			tick = true
 		case <-c.wake:
 		}
-		if c.state.Load() == stateDown {
-			// While down, call at most every retryEvery, on Ticks.
-			if now := c.now(); !tick || now.Sub(lastTry) < retryEvery {
-				continue
-			} else {
-				lastTry = now
-			}
-		}
 		c.round(ctx, tick)
 	}
 }
 
 // leaseCall is one bucket's part of a round: want tokens, and settle
-// tokens given back (> 0) or owed (< 0, spent on credit or on the share
-// while unleased). A retired bucket's call only settles.
+// tokens given back (> 0) or owed (< 0: spent on credit, on the share, or
+// while Redis failed). A retired bucket's call only settles.
 type leaseCall struct {
 	b       *Bucket
 	want    int64
 	settle  int64
 	retired bool
-	cmd     *redis.Cmd
+	// fromLease is the part of settle taken from the lease in hand
+	// (Bucket.held), and owed what was taken from Bucket.owed: a failed
+	// call gives the debts back to the bucket.
+	fromLease, owed int64
+	cmd             *redis.Cmd
+	err             error
 }
 
 // round makes one call to Redis for the buckets that need one: on a tick,
 // every bucket whose lease is short of its demand, owes tokens, holds too
-// many or is half expired; otherwise only the buckets whose lease ran dry
-// while the shared bucket still held tokens, or that have no lease yet.
-// Buckets a reload retired settle their lease in the same call. The
-// buckets' calls go in one pipeline: one round trip however many points
-// share buckets.
+// many or is half expired, and every bucket whose last call failed
+// retryEvery ago; otherwise only the buckets whose lease ran dry while the
+// shared bucket still held tokens, or that have no lease yet. Buckets a
+// reload retired settle their lease in the same call. The buckets' calls
+// go in one pipeline: one round trip however many points share buckets
+// (one per node of a Redis Cluster), each call answered or failed on its
+// own.
 func (c *Client) round(ctx context.Context, tick bool) {
 	now := c.now()
-	up := c.state.Load() == stateUp
+	if tick && c.reloadSlots != nil && c.state.Load() == stateDown {
+		// A bucket's node failed: the slot map is read again every Tick
+		// (go-redis runs one reload at a time, 200 ms apart), so the
+		// bucket's next retry finds a promoted replica.
+		c.reloadSlots()
+	}
 	var calls []leaseCall
 	for _, b := range c.takeRetired() {
-		// While Redis fails the share is the fallback: nothing to settle.
-		if settle := b.retire(); up && settle != 0 {
+		// A bucket on its share has nothing Redis would take back.
+		if settle := b.retire(); b.state.Load() == stateUp && settle != 0 {
 			calls = append(calls, leaseCall{b: b, settle: settle, retired: true})
 		}
 	}
-	for _, b := range c.live() {
+	live := c.live()
+	for _, b := range live {
 		if tick {
 			b.measure(now)
 		}
-		want, settle, due := b.plan(now, tick, up)
-		if !due {
-			continue
+		if want, settle, due := b.plan(now, tick); due {
+			calls = append(calls, leaseCall{b: b, want: want, settle: settle})
 		}
-		calls = append(calls, leaseCall{b: b, want: want, settle: settle})
 	}
 	if len(calls) == 0 {
-		if !tick || up || len(c.live()) > 0 {
-			return
-		}
 		// No bucket in use: a PING keeps the state true for /status.
-		c.ping(ctx, now)
+		if tick && len(live) == 0 && c.state.Load() != stateUp && now.Sub(c.lastPing) >= retryEvery {
+			c.ping(ctx, now)
+		}
 		return
+	}
+	for i := range calls {
+		if lc := &calls[i]; !lc.retired {
+			lc.b.lastCall = now
+			lc.fromLease = lc.settle
+			lc.b.held.Add(-lc.settle)
+			lc.owed = lc.b.owed.Swap(0)
+			lc.settle -= lc.b.charge(lc.owed)
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	for i := range calls {
-		lc := &calls[i]
-		if lc.retired {
-			continue
-		}
-		lc.b.held.Add(-lc.settle)
-		lc.b.lastCall = now
-		// Tokens taken on the share while unleased are owed: charged, not
-		// taken from the lease.
-		lc.settle -= lc.b.owed.Swap(0)
-	}
 	start := time.Now()
-	err := c.exec(cctx, calls)
-	c.m.observe(time.Since(start), err)
-	if err != nil {
-		if ctx.Err() != nil {
-			return // shutting down: not Redis's failure
-		}
-		c.down(now, err)
-		return
+	c.exec(cctx, calls)
+	took := time.Since(start)
+	if ctx.Err() != nil {
+		return // shutting down: not Redis's failure
 	}
-	end := c.now()
-	for i := range calls {
-		lc := &calls[i]
-		vals, _ := lc.cmd.Int64Slice()
-		if len(vals) != 5 {
-			c.down(now, fmt.Errorf("cluster: the lease script answered %v", lc.cmd.Val()))
-			return
-		}
-		if !lc.retired {
-			lc.b.granted(end, answer{granted: vals[0], level: vals[1], available: vals[2], heard: vals[3], shareMilli: vals[4]})
-		}
-	}
-	c.upAgain(end)
+	c.settleRound(now, c.now(), took, calls)
 }
 
-// exec runs the calls in one pipeline: by the script's hash once Redis is
-// known to hold it, so that a call carries a few dozen bytes, not the
-// script. A server that does not hold it (restarted, failed over, a new
-// Cluster node) answers NOSCRIPT without running anything; those calls
-// are sent again with the script in a second pipeline, within the same
-// deadline, which also loads it for the next rounds.
-func (c *Client) exec(ctx context.Context, calls []leaseCall) error {
-	run := func(calls []*leaseCall, bySHA bool) error {
+// settleRound applies a round's answers: each answered call's grant, and
+// each failed call's bucket sent to its share. A bucket's change either
+// way is logged once, the points in one line.
+func (c *Client) settleRound(sent, answered time.Time, took time.Duration, calls []leaseCall) {
+	var failed error
+	var wentDown, cameBack []string
+	for i := range calls {
+		lc := &calls[i]
+		a, err := lc.answer()
+		if err != nil {
+			failed = err
+			c.m.failed(err)
+			if !lc.retired && lc.b.fail(sent, lc) {
+				wentDown = append(wentDown, lc.b.name)
+			}
+			continue
+		}
+		if !lc.retired && lc.b.granted(answered, a) == stateDown {
+			cameBack = append(cameBack, lc.b.name)
+		}
+	}
+	c.m.round(took, failed == nil)
+	if failed != nil && c.reloadSlots != nil {
+		c.reloadSlots()
+	}
+	if len(wentDown) > 0 {
+		c.log.Warn("redis does not answer: these points count on this proxy's share of their shared bucket",
+			zap.Strings("points", wentDown), zap.Error(failed), zap.Int64("replicas", c.replicas), zap.Duration("timeout", c.timeout))
+	}
+	if len(cameBack) > 0 {
+		c.log.Info("redis answers again: these points share their bucket again", zap.Strings("points", cameBack))
+	}
+	up := true
+	for _, b := range c.live() {
+		up = up && b.state.Load() == stateUp
+	}
+	c.setState(up, answered, failed)
+}
+
+// answer is the call's answer, or why there is none.
+func (lc *leaseCall) answer() (answer, error) {
+	if lc.err != nil {
+		return answer{}, lc.err
+	}
+	vals, _ := lc.cmd.Int64Slice()
+	if len(vals) != 5 {
+		return answer{}, fmt.Errorf("cluster: the lease script answered %v", lc.cmd.Val())
+	}
+	return answer{granted: vals[0], level: vals[1], available: vals[2], heard: vals[3], shareMilli: vals[4]}, nil
+}
+
+// exec runs the calls in one pipeline, and sets each call's answer or
+// error: by the script's hash once Redis is known to hold it, so that a
+// call carries a few dozen bytes, not the script. A server that does not
+// hold it (restarted, failed over, a new Cluster node) answers NOSCRIPT
+// without running anything; those calls are sent again with the script in
+// a second pipeline, within the same deadline, which also loads it for
+// the next rounds.
+func (c *Client) exec(ctx context.Context, calls []leaseCall) {
+	run := func(calls []*leaseCall, bySHA bool) {
 		pipe := c.rdb.Pipeline()
 		for _, lc := range calls {
 			args := []any{lc.b.rate, lc.b.size, lc.want, lc.settle, c.identity, lc.b.demand}
@@ -424,91 +492,85 @@ func (c *Client) exec(ctx context.Context, calls []leaseCall) error {
 				lc.cmd = leaseScript.Eval(ctx, pipe, []string{lc.b.key}, args...)
 			}
 		}
-		_, err := pipe.Exec(ctx) // the first command's error, or the connection's
-		return err
+		// Each command holds its own answer or error, but for a failure
+		// before any was sent (a refused handshake: AUTH), which only
+		// Exec returns.
+		_, err := pipe.Exec(ctx)
+		for _, lc := range calls {
+			if lc.err = lc.cmd.Err(); lc.err == nil && lc.cmd.Val() == nil {
+				lc.err = cmp.Or(err, errors.New("cluster: no answer"))
+			}
+		}
 	}
 	all := make([]*leaseCall, len(calls))
 	for i := range calls {
 		all[i] = &calls[i]
 	}
 	bySHA := c.scriptLoaded
-	if err := run(all, bySHA); err != nil && !(bySHA && redis.HasErrorPrefix(err, "NOSCRIPT")) {
-		return err
-	}
+	run(all, bySHA)
 	var again []*leaseCall
 	for _, lc := range all {
-		switch err := lc.cmd.Err(); {
-		case err == nil:
-		case bySHA && redis.HasErrorPrefix(err, "NOSCRIPT"):
+		if bySHA && redis.HasErrorPrefix(lc.err, "NOSCRIPT") {
 			again = append(again, lc)
-		default:
-			return err
 		}
 	}
 	if len(again) > 0 {
-		if err := run(again, false); err != nil {
-			return err
-		}
-		for _, lc := range again {
-			if err := lc.cmd.Err(); err != nil {
-				return err
-			}
+		run(again, false)
+	}
+	for _, lc := range all {
+		if lc.err == nil {
+			c.scriptLoaded = true
 		}
 	}
-	c.scriptLoaded = true
-	return nil
 }
 
 // ping checks Redis while no bucket is in use.
 func (c *Client) ping(ctx context.Context, now time.Time) {
+	c.lastPing = now
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	start := time.Now()
 	err := c.rdb.Ping(cctx).Err()
-	c.m.observe(time.Since(start), err)
-	switch {
-	case err == nil:
-		c.upAgain(c.now())
-	case ctx.Err() == nil:
-		c.down(now, err)
+	if ctx.Err() != nil {
+		return
 	}
+	c.m.round(time.Since(start), err == nil)
+	switch prev := c.state.Load(); {
+	case err != nil && prev != stateDown:
+		c.log.Warn("redis does not answer", zap.Error(err), zap.Duration("timeout", c.timeout))
+	case err == nil && prev == stateDown:
+		c.log.Info("redis answers again")
+	}
+	if err != nil {
+		c.m.failed(err)
+	}
+	c.setState(err == nil, c.now(), err)
 }
 
-// down records a failed call: every bucket drops its lease and counts on
-// its share from now on. The first failure after an answer is logged.
-func (c *Client) down(now time.Time, err error) {
-	for _, b := range c.live() {
-		b.drop()
+// setState records the connection's state after a round at now: up when
+// every bucket in use (or, with none, the PING) was answered; err is the
+// round's failure, if any. The first answer is logged.
+func (c *Client) setState(up bool, now time.Time, err error) {
+	state := stateDown
+	if up {
+		state = stateUp
 	}
-	// The gauge first: whoever sees the state down finds it at 0.
-	c.m.up.Set(0)
+	// The gauge first: whoever sees the state finds it set.
+	if up {
+		c.m.up.Set(1)
+	} else {
+		c.m.up.Set(0)
+	}
 	c.mu.Lock()
-	c.lastError = err.Error()
-	prev := c.state.Swap(stateDown)
-	if prev != stateDown {
+	if err != nil {
+		c.lastError = err.Error()
+	}
+	prev := c.state.Swap(state)
+	if prev != state {
 		c.since = now
 	}
 	c.mu.Unlock()
-	if prev != stateDown {
-		c.log.Warn("redis does not answer: each shared bucket counts on this proxy's share",
-			zap.Error(err), zap.Int64("replicas", c.replicas), zap.Duration("timeout", c.timeout))
-	}
-}
-
-// upAgain records an answer; the first after a failure is logged.
-func (c *Client) upAgain(now time.Time) {
-	prev := c.state.Load() // only the loop changes the state
-	if prev == stateUp {
-		return
-	}
-	c.m.up.Set(1)
-	c.mu.Lock()
-	c.state.Store(stateUp)
-	c.since = now
-	c.mu.Unlock()
-	if prev == stateDown {
-		c.log.Info("redis answers again: the shared buckets are back")
-	} else {
+	if up && prev == stateUnknown {
 		c.log.Info("redis answers: the buckets are shared")
 	}
 }

@@ -436,7 +436,6 @@ func BenchmarkTake(b *testing.B) {
 	}
 	defer c.Close()
 	bk := c.Bucket("a", 1e9, 1e9)
-	c.state.Store(stateUp)
 	now := time.Now()
 	bk.granted(now, answer{granted: 1 << 62})
 	b.ReportAllocs()

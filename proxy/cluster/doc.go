@@ -11,7 +11,11 @@
 // lease runs dry while the shared bucket still holds tokens.
 //
 // When Redis fails (down, slow past Timeout, wrong password, a failover in
-// progress), every bucket falls back to its share, TokensPerSecond ÷
-// Replicas, counted locally; the loop keeps trying Redis and the buckets go
-// back to the shared one at its first answer.
+// progress, on a Redis Cluster the node holding a bucket's key), each
+// bucket whose call failed falls back to its share, TokensPerSecond ÷
+// Replicas, counted locally, starting from its lease's unspent tokens; the
+// loop tries it again every retryEvery, and it goes back to the shared
+// bucket at the first answer, which is charged what the share spent (at
+// most the share's size), so a failure and its return grant the fleet no
+// second bucket.
 package cluster

@@ -15,6 +15,7 @@ type metrics struct {
 	level    *prometheus.GaugeVec   // point
 	share    *prometheus.GaugeVec   // point
 	granted  *prometheus.CounterVec // point
+	shared   *prometheus.GaugeVec   // point
 }
 
 // callBuckets are sds_cluster_call_duration_seconds' buckets: a call is
@@ -24,13 +25,13 @@ var callBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		up: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "sds_cluster_up", Help: "1 while Redis answers the shared token buckets' lease calls; 0 before the first answer and while the points count on their local share (tokensPerSecond / replicas).",
+			Name: "sds_cluster_up", Help: "1 while Redis answers every shared token bucket's lease calls; 0 before the first answer and while any point counts on its local share (tokensPerSecond / replicas): sds_cluster_bucket_shared says which.",
 		}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_cluster_calls_total", Help: "Round trips to Redis by result (ok, error); one round trip leases for every shared bucket that needs tokens.",
+			Name: "sds_cluster_calls_total", Help: "Round trips to Redis by result (ok, error: one of its calls failed); one round trip leases for every shared bucket that needs tokens.",
 		}, []string{"result"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sds_cluster_errors_total", Help: "Failed round trips to Redis by kind: timeout (no answer within the timeout), refused, auth (wrong or missing password), other.",
+			Name: "sds_cluster_errors_total", Help: "Failed calls to Redis (a bucket's lease call, or a PING with no bucket in use) by kind: timeout (no answer within the timeout), refused, auth (wrong or missing password), other.",
 		}, []string{"kind"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sds_cluster_call_duration_seconds", Help: "Time of each round trip to Redis, failed ones included. Never on a request's path.",
@@ -45,6 +46,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		granted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sds_cluster_granted_tokens_total", Help: "Tokens Redis granted this proxy from the point's shared bucket.",
 		}, []string{"point"}),
+		shared: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sds_cluster_bucket_shared", Help: "1 while the point spends its shared bucket (Redis answered its last lease call), 0 while it counts on its local share (before the first answer, or after a failed call: on a Redis Cluster, the node holding its key).",
+		}, []string{"point"}),
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.calls.WithLabelValues(r)
@@ -53,20 +57,32 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.errors.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.up, m.calls, m.errors, m.duration, m.level, m.share, m.granted)
+		reg.MustRegister(m.up, m.calls, m.errors, m.duration, m.level, m.share, m.granted, m.shared)
 	}
 	return m
 }
 
-// observe counts one round trip that took took and ended with err.
-func (m *metrics) observe(took time.Duration, err error) {
+// round counts one round trip that took took; ok: none of its calls
+// failed.
+func (m *metrics) round(took time.Duration, ok bool) {
 	m.duration.Observe(took.Seconds())
-	if err != nil {
+	if ok {
+		m.calls.WithLabelValues("ok").Inc()
+	} else {
 		m.calls.WithLabelValues("error").Inc()
-		m.errors.WithLabelValues(errorKind(err)).Inc()
-		return
 	}
-	m.calls.WithLabelValues("ok").Inc()
+}
+
+// failed counts one failed call by err's kind.
+func (m *metrics) failed(err error) { m.errors.WithLabelValues(errorKind(err)).Inc() }
+
+// bucketShared sets whether point spends its shared bucket.
+func (m *metrics) bucketShared(point string, shared bool) {
+	v := 0.0
+	if shared {
+		v = 1
+	}
+	m.shared.WithLabelValues(point).Set(v)
 }
 
 // lease records one bucket's answer.
@@ -78,13 +94,17 @@ func (m *metrics) lease(point string, a answer) {
 	}
 }
 
-// use creates the counter series of a point with a shared bucket, at 0
-// until Redis grants it tokens (the level gauge waits for an answer).
-func (m *metrics) use(point string) { m.granted.WithLabelValues(point) }
+// use creates the series of a point with a shared bucket, at 0 until Redis
+// grants it tokens (the level gauge waits for an answer).
+func (m *metrics) use(point string) {
+	m.granted.WithLabelValues(point)
+	m.shared.WithLabelValues(point)
+}
 
 // forget removes the series of a point whose bucket is no longer used.
 func (m *metrics) forget(point string) {
 	m.level.DeleteLabelValues(point)
 	m.share.DeleteLabelValues(point)
 	m.granted.DeleteLabelValues(point)
+	m.shared.DeleteLabelValues(point)
 }

@@ -92,28 +92,65 @@ func StartSentinel(t testing.TB, name, masterAddr string, downAfter time.Duratio
 	return s
 }
 
-// StartCluster starts a Redis Cluster of n masters (no replicas), each a
-// Server, with redis-cli --cluster create, and waits until every node says
-// cluster_state:ok.
-func StartCluster(t testing.TB, n int) []*Server {
+// StartCluster starts a Redis Cluster of masters masters with replicas
+// replicas each (a node timeout of 2 s, so a master that dies is failed
+// over a few seconds later), each node a Server with the extra arguments,
+// with redis-cli --cluster create, and waits until every node says
+// cluster_state:ok. The masters come first. A node restarted (Restart)
+// rejoins as itself: its nodes.conf is kept in its directory.
+func StartCluster(t testing.TB, masters, replicas int, extra ...string) []*Server {
 	t.Helper()
 	var nodes []*Server
 	var addrs []string
-	for range n {
-		s := Start(t, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000")
+	// A replica syncs at once (not after the default 5 s), so that it
+	// holds its master's data before a test kills the master.
+	args := append([]string{"--cluster-enabled", "yes", "--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0"}, extra...)
+	for range masters * (1 + replicas) {
+		s := Start(t, args...)
 		nodes, addrs = append(nodes, s), append(addrs, s.Addr)
 	}
-	args := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+	create := append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+	if out, err := exec.Command("redis-cli", create...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli %v: %v\n%s", create, err, out)
 	}
 	for _, s := range nodes {
 		if !Eventually(20*time.Second, func() bool { return clusterOK(s.Addr) }) {
 			t.Fatalf("redis cluster node %s not ok within 20s", s.Addr)
 		}
 	}
+	// A replica that never synced cannot be failed over to.
+	synced := func() bool {
+		n := 0
+		for _, s := range nodes {
+			if info, err := Info(s.Addr, "replication"); err == nil && strings.Contains(info, "master_link_status:up") {
+				n++
+			}
+		}
+		return n == masters*replicas
+	}
+	if !Eventually(20*time.Second, synced) {
+		t.Fatalf("the cluster's %d replicas did not sync within 20s", masters*replicas)
+	}
 	return nodes
 }
+
+// Owner returns the node of nodes that serves key now (a master that
+// answers for its slot rather than with MOVED), or nil when none does:
+// its master is down and not yet replaced.
+func Owner(nodes []*Server, key string) *Server {
+	for _, s := range nodes {
+		if s.cmd == nil {
+			continue
+		}
+		if line, err := Do(s.Addr, "", "EXISTS", key); err == nil && strings.HasPrefix(line, ":") {
+			return s
+		}
+	}
+	return nil
+}
+
+// ClusterOK reports whether the node says cluster_state:ok.
+func (s *Server) ClusterOK() bool { return clusterOK(s.Addr) }
 
 // Eventually polls cond every 10ms until it holds or timeout passes, and
 // reports whether it held. It is the one poll of the cluster tests: a
