@@ -120,7 +120,12 @@ func (f *fleet) loadInto(ta *tally, workers []int, d time.Duration, wantDegraded
 // admitted, a 429 with wantDegraded as Sds-Degraded is not, and anything
 // else is a failure, described.
 func getWork(client *http.Client, url, wantDegraded string) (admitted bool, failure string) {
-	resp, err := client.Get(url + "/work")
+	return getURL(client, url+"/work", wantDegraded)
+}
+
+// getURL is getWork of a whole URL.
+func getURL(client *http.Client, url, wantDegraded string) (admitted bool, failure string) {
+	resp, err := client.Get(url)
 	if err != nil {
 		return false, err.Error()
 	}
@@ -448,56 +453,6 @@ func TestClusterLatencyE2E(t *testing.T) {
 	}
 }
 
-// TestClusterSentinelFailoverE2E: proxies that find the master through
-// Redis Sentinel follow a failover: the master killed, Sentinel promotes
-// the replica, and the proxies share the bucket on the new master, with
-// no failed request meanwhile (they count on their shares in between).
-func TestClusterSentinelFailoverE2E(t *testing.T) {
-	t.Parallel()
-	needBinaries(t)
-	master := clustertest.Start(t)
-	replica := clustertest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(master.Port))
-	sentinel := clustertest.StartSentinel(t, "sds", master.Addr, time.Second)
-	// Sentinel learns the replica from the master's INFO.
-	if !eventually(wait, func() bool {
-		line, err := clustertest.Do(sentinel.Addr, "", "SENTINEL", "REPLICAS", "sds")
-		return err == nil && line != "*0"
-	}) {
-		t.Fatal("sentinel did not discover the replica")
-	}
-	f := startFleet(t, 2, fmt.Sprintf("addresses: [%s]\nmasterName: sds\nreplicas: 2\ntimeout: 50ms", sentinel.Addr), clusterPoint)
-	f.waitShared(wait)
-
-	stop := make(chan struct{})
-	result := make(chan *tally, 1)
-	running := &tally{}
-	go func() {
-		result <- f.loadInto(running, []int{1, 1}, 60*time.Second, "cluster_token_bucket; point=p", stop)
-	}()
-	var stopOnce sync.Once
-	defer stopOnce.Do(func() { close(stop) })
-
-	killed := time.Now()
-	master.Kill()
-	for i, p := range f.proxies {
-		if !eventually(wait, func() bool { st := p.clusterStatus(t); return st.Cluster != nil && !st.Cluster.Up }) {
-			t.Fatalf("proxy %d did not notice the master's death", i)
-		}
-	}
-	if !eventually(30*time.Second, func() bool { return clustertest.Ping(replica.Addr, "") == nil && isMaster(replica.Addr) }) {
-		t.Fatal("sentinel did not promote the replica")
-	}
-	t.Logf("sentinel promoted the replica %v after the master died", time.Since(killed).Round(time.Millisecond))
-	f.waitShared(30 * time.Second)
-	t.Logf("the proxies share the bucket on the new master %v after the old one died", time.Since(killed).Round(time.Millisecond))
-	stopOnce.Do(func() { close(stop) })
-	total := <-result
-	if n := total.failed.Load(); n > 0 {
-		t.Errorf("%d requests failed; the first: %s", n, *total.firstFailure.Load())
-	}
-	t.Logf("whole run: %d admitted, %d degraded, %d failed", total.admitted.Load(), total.degraded.Load(), total.failed.Load())
-}
-
 // isMaster reports whether the Redis at addr says it is a master.
 func isMaster(addr string) bool {
 	role, err := clustertest.Role(addr)
@@ -547,7 +502,7 @@ func TestClusterCallsE2E(t *testing.T) {
 func TestClusterRedisClusterE2E(t *testing.T) {
 	t.Parallel()
 	needBinaries(t)
-	nodes := clustertest.StartCluster(t, 3)
+	nodes := clustertest.StartCluster(t, 3, 0)
 	addrs := []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}
 	f := startFleet(t, 2, fmt.Sprintf("addresses: [%s]\nreplicas: 2", strings.Join(addrs, ", ")), clusterPoint)
 	f.waitShared(wait)
