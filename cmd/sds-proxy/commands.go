@@ -15,6 +15,7 @@ import (
 	"github.com/sds-proxy/sds-proxy/cmd/internal/cli"
 	"github.com/sds-proxy/sds-proxy/cmd/internal/demo"
 	"github.com/sds-proxy/sds-proxy/cmd/internal/inject"
+	"github.com/sds-proxy/sds-proxy/cmd/internal/injector"
 	"github.com/sds-proxy/sds-proxy/internal/editdist"
 )
 
@@ -76,6 +77,11 @@ func commands() []command {
 			"add the sds-proxy sidecar to the Kubernetes workloads read on stdin",
 			func(_ context.Context, args []string, stdout, stderr io.Writer) error {
 				return inject.Run(flagSet("inject", stderr), args, os.Stdin, stdout)
+			}},
+		{"injector", "-image IMAGE [-namespace NS] [-listen 0.0.0.0:9443] [-health 0.0.0.0:9902] [-configmap NAME] [-tls-cert F -tls-key F]",
+			"run the admission webhook that injects the sidecar into the pods of labelled namespaces",
+			func(ctx context.Context, args []string, _, stderr io.Writer) error {
+				return injector.Run(ctx, flagSet("injector", stderr), args, versionString())
 			}},
 		{"completion", "bash|zsh", "print a shell completion script: source <(sds-proxy completion bash)", completion},
 		{"version", "", "print the version and the Go version (also --version)", printVersion},

@@ -51,6 +51,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"inject"}, 2, "", "sds-proxy: inject: -image is required"},
 		{[]string{"inject", "-image", "i", "-service-target"}, 2, "", "sds-proxy: inject: -service-target needs -upstream-port"},
 		{[]string{"inject", "-image", "i", "-upstream-port", "70000"}, 2, "", "-upstream-port 70000: want a port from 1 to 65535"},
+		{[]string{"injector"}, 2, "", "sds-proxy: injector: -image is required"},
+		{[]string{"injector", "-image", "i", "-tls-cert", "c.pem"}, 2, "", "sds-proxy: injector: -tls-cert and -tls-key go together"},
+		{[]string{"injector", "-image", "i"}, 2, "", "sds-proxy: injector: -namespace not given and not in a pod"},
 	} {
 		var stdout, stderr strings.Builder
 		cmd := command("sds-proxy", tc.args...)

@@ -9,9 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -46,6 +49,22 @@ func newTyped(apiVersion, kind string) any {
 		return &appsv1.DaemonSet{}
 	case "networking.k8s.io/v1 NetworkPolicy":
 		return &networkingv1.NetworkPolicy{}
+	case "v1 Namespace":
+		return &corev1.Namespace{}
+	case "v1 ServiceAccount":
+		return &corev1.ServiceAccount{}
+	case "rbac.authorization.k8s.io/v1 ClusterRole":
+		return &rbacv1.ClusterRole{}
+	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+		return &rbacv1.ClusterRoleBinding{}
+	case "rbac.authorization.k8s.io/v1 Role":
+		return &rbacv1.Role{}
+	case "rbac.authorization.k8s.io/v1 RoleBinding":
+		return &rbacv1.RoleBinding{}
+	case "policy/v1 PodDisruptionBudget":
+		return &policyv1.PodDisruptionBudget{}
+	case "admissionregistration.k8s.io/v1 MutatingWebhookConfiguration":
+		return &admissionregistrationv1.MutatingWebhookConfiguration{}
 	}
 	return nil
 }
@@ -113,23 +132,10 @@ func decodeStrict(name string, data []byte) ([]object, error) {
 
 // objectMeta returns the metadata of a value newTyped made.
 func objectMeta(obj any) (*metav1.ObjectMeta, error) {
-	switch o := obj.(type) {
-	case *corev1.ConfigMap:
-		return &o.ObjectMeta, nil
-	case *corev1.Secret:
-		return &o.ObjectMeta, nil
-	case *corev1.Service:
-		return &o.ObjectMeta, nil
-	case *corev1.Pod:
-		return &o.ObjectMeta, nil
-	case *appsv1.Deployment:
-		return &o.ObjectMeta, nil
-	case *appsv1.StatefulSet:
-		return &o.ObjectMeta, nil
-	case *appsv1.DaemonSet:
-		return &o.ObjectMeta, nil
-	case *networkingv1.NetworkPolicy:
-		return &o.ObjectMeta, nil
+	if a, ok := obj.(metav1.ObjectMetaAccessor); ok {
+		if m, ok := a.GetObjectMeta().(*metav1.ObjectMeta); ok {
+			return m, nil
+		}
 	}
 	return nil, fmt.Errorf("no metadata for %T", obj)
 }

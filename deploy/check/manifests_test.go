@@ -43,7 +43,7 @@ var renders = []struct {
 
 // manifestDirs hold the hand-written manifests (deploy/prometheus and
 // deploy/grafana hold other kinds and have tests of their own).
-var manifestDirs = []string{"../base", "../components", "../overlays", "testdata/component"}
+var manifestDirs = []string{"../base", "../components", "../injector", "../overlays", "testdata/component"}
 
 // TestManifestFilesDecodeStrictly: every YAML file under deploy/'s
 // kustomize tree is a strict k8s.io/api document, a strict kustomization
