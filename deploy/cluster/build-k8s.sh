@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds kubelet and kube-apiserver of one Kubernetes version into the cache,
+# Builds kubelet, kube-apiserver, kube-scheduler and kube-controller-manager
+# of one Kubernetes version into the cache,
 # from the k8s.io/kubernetes module (Go module proxy): a wrapper module that
 # requires it and replaces each of its ./staging modules (absent from the
 # module zip) with the published k8s.io/... v0.<minor>.<patch>.
@@ -26,21 +27,22 @@ if [ ! -s go.sum ]; then
     sed -n 's#^\s*\(k8s.io/[^ ]*\) => ./staging/.*#\t\1 => \1 '"$staging"'#p' "$mod"
     echo ")"
   } > go.mod
-  cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kubelet"
+fi
+# tools.go names every component, so that go mod tidy keeps what each
+# needs; a cache made before a component was added gets it here.
+components="kubelet kube-apiserver kube-scheduler kube-controller-manager"
+want_tools=$(
+  printf '//go:build tools\n\npackage tools\n\nimport (\n'
+  for c in $components; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+  printf ')\n'
 )
-GO
+if [ "$(cat tools.go 2>/dev/null)" != "$want_tools" ]; then
+  printf '%s\n' "$want_tools" > tools.go
   go mod tidy
 fi
 minor=${ver#v1.}; minor=${minor%%.*}
 ld="-s -w -X k8s.io/component-base/version.gitVersion=$ver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-for c in kubelet kube-apiserver; do
+for c in $components; do
   if [ ! -x "$bin/$c" ]; then
     start=$(date +%s)
     CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$bin/$c.tmp" "k8s.io/kubernetes/cmd/$c"

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# A one-node Kubernetes on 127.0.0.1, from parts this machine has: etcd,
-# kube-apiserver (PodSecurity admission on), a kubelet on containerd + runc
-# with a CNI bridge. No scheduler, no controller manager, no kube-proxy:
-# the end-to-end test binds its pod to the node itself (see docs/kubernetes.md).
+# A one-node Kubernetes on this machine, from parts it has: etcd,
+# kube-apiserver (PodSecurity admission on), kube-scheduler,
+# kube-controller-manager (so Deployments, ReplicaSets and EndpointSlices
+# act), a kubelet on containerd + runc with a CNI bridge. No kube-proxy: the
+# tests send traffic to pod addresses on the bridge, never to a ClusterIP.
+# The apiserver listens on the bridge's own address (10.88.0.1), which the
+# host and the pods reach alike (see docs/kubernetes.md).
 #
 #   deploy/cluster/cluster.sh check        can it run here? one line, exit 0 or 3
-#   deploy/cluster/cluster.sh build        build (or find cached) kubelet, kube-apiserver
+#   deploy/cluster/cluster.sh build        build (or find cached) the four Kubernetes binaries
 #   deploy/cluster/cluster.sh up DIR       bring it up, all state in DIR
 #   deploy/cluster/cluster.sh down DIR     stop what up started (by PID), remove the bridge
 #   deploy/cluster/cluster.sh e2e          up in a temporary DIR, the end-to-end test, down
@@ -24,6 +27,7 @@ CNI_BIN=${SDS_CNI_BIN:-/usr/lib/cni}
 NODE=localhost # the apiserver reaches the kubelet by this name (a node IP may not be loopback)
 BRIDGE=sdse2e0
 SUBNET=10.88.0.0/16
+API_ADDR=10.88.0.1 # the bridge's own address: the host and the pods reach it
 ETCD_PORT=32379 ETCD_PEER_PORT=32380 API_PORT=36443 KUBELET_PORT=30250 KUBELET_HEALTHZ_PORT=30248
 PAUSE_IMAGE=sds-e2e.local/pause:1
 # The kubelet's pod sync period: the kubelet rewrites a changed ConfigMap
@@ -96,8 +100,8 @@ check() {
 bins=$CACHE/$K8S_VERSION/bin
 
 build() {
-  if [ -x "$bins/kubelet" ] && [ -x "$bins/kube-apiserver" ]; then return 0; fi
-  say "building kubelet and kube-apiserver $K8S_VERSION into $bins (several minutes, once; log: $CACHE/build-$K8S_VERSION.log)"
+  if [ -x "$bins/kubelet" ] && [ -x "$bins/kube-apiserver" ] && [ -x "$bins/kube-scheduler" ] && [ -x "$bins/kube-controller-manager" ]; then return 0; fi
+  say "building kubelet, kube-apiserver, kube-scheduler and kube-controller-manager $K8S_VERSION into $bins (several minutes, once; log: $CACHE/build-$K8S_VERSION.log)"
   mkdir -p "$CACHE"
   timeout 3600 "$here/build-k8s.sh" "$K8S_VERSION" "$CACHE" >"$CACHE/build-$K8S_VERSION.log" 2>&1 || {
     tail -n 20 "$CACHE/build-$K8S_VERSION.log" >&2; die "building Kubernetes $K8S_VERSION failed or took over an hour"; }
@@ -129,7 +133,7 @@ pki() {
     openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=sds-e2e-ca" 2>/dev/null
     # apiserver serving certificate
     openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' >apiserver.ext
+    printf 'subjectAltName=IP:127.0.0.1,IP:'"$API_ADDR"',IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' >apiserver.ext
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out apiserver.crt -days 2 -extfile apiserver.ext 2>/dev/null
     # the apiserver's client certificate to the kubelet (logs, port-forward)
     openssl req -newkey rsa:2048 -nodes -keyout kubelet-client.key -out kubelet-client.csr -subj "/CN=kube-apiserver-kubelet-client/O=system:masters" 2>/dev/null
@@ -151,7 +155,7 @@ apiVersion: v1
 kind: Config
 clusters:
 - name: sds-e2e
-  cluster: {server: "https://127.0.0.1:$API_PORT", certificate-authority: "$(dirname "$1")/pki/ca.crt"}
+  cluster: {server: "https://$API_ADDR:$API_PORT", certificate-authority: "$(dirname "$1")/pki/ca.crt"}
 users:
 - name: $2
   user: {token: "$(cat "$3")"}
@@ -191,6 +195,12 @@ up() {
   kubeconfig "$dir/admin.kubeconfig" admin "$dir/pki/admin.token"
   kubeconfig "$dir/kubelet.kubeconfig" "system:node:$NODE" "$dir/pki/kubelet.token"
 
+  # The bridge before the apiserver, which listens on its address; the CNI
+  # plugin finds it made, with its gateway address, and uses it.
+  ip link add "$BRIDGE" type bridge
+  ip addr add "$API_ADDR/16" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+
   say "etcd $(etcd --version | head -n 1)"
   start etcd "$dir" etcd --name sds-e2e --data-dir "$dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
@@ -199,7 +209,7 @@ up() {
   wait_for 30 etcd "$dir/logs/etcd.log" curl -fsS "http://127.0.0.1:$ETCD_PORT/health"
 
   start kube-apiserver "$dir" "$bins/kube-apiserver" \
-    --etcd-servers "http://127.0.0.1:$ETCD_PORT" --bind-address 127.0.0.1 --advertise-address 127.0.0.1 \
+    --etcd-servers "http://127.0.0.1:$ETCD_PORT" --bind-address "$API_ADDR" --advertise-address "$API_ADDR" \
     --secure-port "$API_PORT" --cert-dir "$dir/pki" \
     --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
     --client-ca-file "$dir/pki/ca.crt" --token-auth-file "$dir/pki/tokens.csv" \
@@ -207,9 +217,22 @@ up() {
     --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$dir/pki/sa.pub" \
     --service-account-signing-key-file "$dir/pki/sa.key" --service-cluster-ip-range 10.96.0.0/24 \
     --kubelet-client-certificate "$dir/pki/kubelet-client.crt" --kubelet-client-key "$dir/pki/kubelet-client.key" \
-    --kubelet-preferred-address-types Hostname --profiling=false --v 1
+    --kubelet-preferred-address-types Hostname --enable-aggregator-routing=true --profiling=false --v 1
   wait_for 120 kube-apiserver "$dir/logs/kube-apiserver.log" \
     kubectl --kubeconfig "$dir/admin.kubeconfig" get --raw /readyz
+
+  # The controllers and the scheduler: Deployments, ReplicaSets,
+  # EndpointSlices, service accounts and the kube-root-ca.crt of every
+  # namespace. (--enable-aggregator-routing above makes the apiserver call
+  # a webhook's Service at its endpoints' addresses, not its ClusterIP.)
+  say "kube-controller-manager, kube-scheduler $("$bins/kube-scheduler" --version | awk '{print $2}')"
+  start kube-controller-manager "$dir" "$bins/kube-controller-manager" --kubeconfig "$dir/admin.kubeconfig" \
+    --leader-elect=false --secure-port 0 --use-service-account-credentials=false \
+    --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" --v 1
+  start kube-scheduler "$dir" "$bins/kube-scheduler" --kubeconfig "$dir/admin.kubeconfig" \
+    --leader-elect=false --secure-port 0 --v 1
+  wait_for 60 kube-controller-manager "$dir/logs/kube-controller-manager.log" \
+    kubectl --kubeconfig "$dir/admin.kubeconfig" -n default get serviceaccount default
 
   cat >"$dir/containerd/config.toml" <<EOF
 version = 2
@@ -294,13 +317,17 @@ down() {
   [ -f "$dir/pids" ] || { say "nothing started in $dir"; return 0; }
   up_dir=/nonexistent # stopping: a process that is gone is no news
   local ctr=(ctr --address "$dir/containerd/containerd.sock" -n k8s.io)
-  local netns=()
+  local netns=() pid name
   if [ -S "$dir/containerd/containerd.sock" ]; then
     # The pods' network namespaces, to remove below if the kubelet could not.
     local id
     for id in $(timeout 10 "${ctr[@]}" containers ls -q 2>/dev/null); do
       netns+=($(timeout 10 "${ctr[@]}" containers info "$id" 2>/dev/null | grep -o '/var/run/netns/cni-[0-9a-f-]*' || true))
     done
+    # The controllers first, or they would replace the pods deleted below.
+    while read -r pid name; do
+      case "$name" in kube-controller-manager|kube-scheduler) stop_pid "$pid" "$name" ;; esac
+    done <"$dir/pids"
     # Pods deleted while the kubelet runs: it stops their sandboxes, and the
     # CNI plugin releases their addresses and veths.
     if [ -f "$dir/admin.kubeconfig" ]; then
@@ -308,7 +335,6 @@ down() {
       wait_for 60 "pod teardown" "$dir/logs/kubelet.log" no_tasks "$dir" || true
     fi
   fi
-  local pid name
   tac "$dir/pids" | while read -r pid name; do
     [ "$name" = containerd ] && [ -S "$dir/containerd/containerd.sock" ] && kill_tasks "$dir"
     stop_pid "$pid" "$name"
@@ -383,8 +409,17 @@ e2e() {
   t0=$(date +%s)
   up "$dir"
   say "up in $(( $(date +%s) - t0 ))s"
-  (cd "$repo/deploy" && SDS_CLUSTER_DIR="$dir" SDS_CLUSTER_SYNC="$SYNC" go test -count=1 -v -timeout 15m -run '^TestCluster' ./cluster/)
+  (cd "$repo/deploy" && SDS_CLUSTER_DIR="$dir" SDS_CLUSTER_SYNC="$SYNC" go test -count=1 -v -timeout 20m \
+    -run '^(TestCluster|TestInjectionWebhook|TestRolloutUnderLoad)$' ./cluster/)
   say "e2e passed in $(( $(date +%s) - t0 ))s with the cluster's bring-up"
+  # Down now rather than on exit, so that the figures the tests wrote come
+  # last.
+  local figures
+  figures=$(cat "$dir/figures" 2>/dev/null || true)
+  trap - EXIT
+  down "$dir"
+  [ -n "${SDS_CLUSTER_KEEP:-}" ] || rm -rf "$dir"
+  printf '%s\n' "$figures"
 }
 
 case "${1:-}" in

@@ -28,16 +28,22 @@ var injectTestOptions = Options{
 	AdminPort:     defaultAdminPort,
 }
 
+// optionVariants are injectTestOptions as a legacy sidecar, and with the
+// sidecar's ports moved to 8081 and 9902.
+func optionVariants() (legacy, moved Options) {
+	legacy, moved = injectTestOptions, injectTestOptions
+	legacy.Legacy = true
+	moved.ProxyPort, moved.AdminPort = 8081, 9902
+	return legacy, moved
+}
+
 // TestInjectGolden injects each NAME.in.yaml under testdata and
 // compares the result with NAME.out.yaml (NAME.legacy.out.yaml with
 // -legacy-sidecar); -update rewrites them. Injecting the output again
 // gives the same bytes.
 func TestInjectGolden(t *testing.T) {
 	t.Parallel()
-	legacy := injectTestOptions
-	legacy.Legacy = true
-	moved := injectTestOptions
-	moved.ProxyPort, moved.AdminPort = 8081, 9902
+	legacy, moved := optionVariants()
 	tests := []struct {
 		in, out string
 		o       Options

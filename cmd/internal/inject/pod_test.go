@@ -79,10 +79,7 @@ func applyPodPatch(t *testing.T, pod map[string]any, patch []byte) {
 // annotations or not.
 func TestPodPatchIsInject(t *testing.T) {
 	t.Parallel()
-	legacy := injectTestOptions
-	legacy.Legacy = true
-	moved := injectTestOptions
-	moved.ProxyPort, moved.AdminPort = 8081, 9902
+	legacy, moved := optionVariants()
 	for _, in := range []string{"pod.in.yaml", "deployment.in.yaml", "statefulset.in.yaml", "daemonset.in.yaml"} {
 		for name, o := range map[string]Options{"default": injectTestOptions, "legacy": legacy, "moved ports": moved} {
 			src, err := os.ReadFile(filepath.Join("testdata", in))

@@ -213,19 +213,29 @@ func (h *certHolder) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return nil, errors.New("no serving certificate yet")
 }
 
-// keepCert puts the serving certificate in place (ensureCert) and its CA
-// into the webhook configuration (ensureCABundle), then checks both again
-// every c.recheck: a renewed certificate, or a caBundle reset by someone's
-// apply, is put right. ready is set once both are in place; a failure is
-// logged and tried again 5 s later.
-func keepCert(ctx context.Context, c config, k *kube, certs *certHolder, ready *atomic.Bool, log *zap.Logger) {
-	wait := time.Duration(0)
-	for {
+// retryWait is how soon a failed certificate step is tried again.
+const retryWait = 5 * time.Second
+
+// every runs step at once and then again after the wait it returns, until
+// ctx is done.
+func every(ctx context.Context, step func() time.Duration) {
+	for wait := time.Duration(0); ; {
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
 		}
+		wait = step()
+	}
+}
+
+// keepCert puts the serving certificate in place (ensureCert) and its CA
+// into the webhook configuration (ensureCABundle), then checks both again
+// every c.recheck: a renewed certificate, or a caBundle reset by someone's
+// apply, is put right. ready is set once both are in place; a failure is
+// logged and tried again retryWait later.
+func keepCert(ctx context.Context, c config, k *kube, certs *certHolder, ready *atomic.Bool, log *zap.Logger) {
+	every(ctx, func() time.Duration {
 		sc, err := ensureCert(ctx, k, c.namespace, c.secret, c.serviceNames, time.Now())
 		if err == nil {
 			var pair tls.Certificate
@@ -238,44 +248,35 @@ func keepCert(ctx context.Context, c config, k *kube, certs *certHolder, ready *
 			}
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return
+			if ctx.Err() == nil {
+				log.Warn("the serving certificate or the caBundle: not in place; the webhook fails open meanwhile", zap.Error(err))
 			}
-			log.Warn("the serving certificate or the caBundle: not in place; the webhook fails open meanwhile", zap.Error(err))
-			wait = 5 * time.Second
-			continue
+			return retryWait
 		}
 		if !ready.Swap(true) {
 			log.Info("ready: the webhook serves", zap.String("secret", c.namespace+"/"+c.secret))
 		}
-		wait = c.recheck
-	}
+		return c.recheck
+	})
 }
 
 // keepCertFiles serves the certificate of c.certFile and c.keyFile, read
 // again every c.recheck (cert-manager renews it in place). ready is set
-// once one is read; a failure is logged and tried again 5 s later, the
-// last good certificate kept meanwhile.
+// once one is read; a failure is logged and tried again retryWait later,
+// the last good certificate kept meanwhile.
 func keepCertFiles(ctx context.Context, c config, certs *certHolder, ready *atomic.Bool, log *zap.Logger) {
-	wait := time.Duration(0)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
+	every(ctx, func() time.Duration {
 		pair, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
 		if err != nil {
 			log.Warn("-tls-cert and -tls-key: not loaded", zap.Error(err))
-			wait = 5 * time.Second
-			continue
+			return retryWait
 		}
 		certs.cert.Store(&pair)
 		if !ready.Swap(true) {
 			log.Info("ready: the webhook serves", zap.String("tls_cert", c.certFile))
 		}
-		wait = c.recheck
-	}
+		return c.recheck
+	})
 }
 
 // ownImage returns the image of the injector's own container (the first of

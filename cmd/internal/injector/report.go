@@ -103,7 +103,11 @@ func (r *reporter) run(ctx context.Context) {
 var errGone = errors.New("resource version gone")
 
 // list checks every pod, 500 at a time, and returns the list's resource
-// version.
+// version. It reads the apiserver's watch cache (resourceVersion=0, as
+// client-go's informers do): the watch that follows starts from a version
+// the cache has. A list read from etcd can be ahead of the cache, and a
+// watch from it is refused ("Too large resource version") until a pod
+// changes, where etcd does not send progress notifications.
 func (r *reporter) list(ctx context.Context) (string, error) {
 	cont := ""
 	for {
@@ -114,7 +118,7 @@ func (r *reporter) list(ctx context.Context) (string, error) {
 			} `json:"metadata"`
 			Items []watchPod `json:"items"`
 		}
-		path := "/api/v1/pods?limit=500"
+		path := "/api/v1/pods?limit=500&resourceVersion=0"
 		if cont != "" {
 			path += "&continue=" + url.QueryEscape(cont)
 		}

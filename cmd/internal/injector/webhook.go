@@ -165,11 +165,11 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, "want an admission.k8s.io/v1 AdmissionReview with a request and its uid")
 		return
 	}
-	resp, outcome := w.review(scope, in.Request)
+	resp, outcome, pod := w.review(scope, in.Request)
 	w.reviews.WithLabelValues(outcome).Inc()
 	if outcome == outcomeDenied || outcome == outcomeInjected {
 		w.Log.Info("review", zap.String("outcome", outcome), zap.String("namespace", in.Request.Namespace),
-			zap.String("pod", in.Request.Name), zap.String("uid", in.Request.UID), zap.Stringp("denied", message(resp)))
+			zap.String("pod", pod), zap.String("uid", in.Request.UID), zap.Stringp("denied", message(resp)))
 	}
 	rw.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(rw).Encode(review{APIVersion: in.APIVersion, Kind: in.Kind, Response: resp})
@@ -184,42 +184,43 @@ func message(r *response) *string {
 }
 
 // review decides one request of scope (PathNamespace or PathPod): the
-// response, and its outcome. It never touches kube-system, and injects
+// response, its outcome and the pod's name (its generateName and "*"
+// before the apiserver names it). It never touches kube-system, and injects
 // only a pod being created, unless annotated disabled, and, outside a
 // labelled namespace, only when annotated enabled. A pod the sidecar
 // cannot join is denied with why and how to opt out; a hostNetwork pod is
 // left alone with a warning.
-func (w *Webhook) review(scope string, req *request) (*response, string) {
+func (w *Webhook) review(scope string, req *request) (*response, string, string) {
 	resp := &response{UID: req.UID, Allowed: true}
 	if req.Kind.Group != "" || req.Kind.Kind != "Pod" || req.Operation != "CREATE" || req.SubResource != "" || req.Namespace == "kube-system" {
-		return resp, outcomeSkipped
-	}
-	deny := func(format string, args ...any) (*response, string) {
-		resp.Allowed = false
-		resp.Result = &result{Code: http.StatusBadRequest, Message: "sds-proxy injector: " + fmt.Sprintf(format, args...)}
-		return resp, outcomeDenied
+		return resp, outcomeSkipped, req.Name
 	}
 	var pod podMeta
+	deny := func(format string, args ...any) (*response, string, string) {
+		resp.Allowed = false
+		resp.Result = &result{Code: http.StatusBadRequest, Message: "sds-proxy injector: " + fmt.Sprintf(format, args...)}
+		return resp, outcomeDenied, pod.name()
+	}
 	if err := json.Unmarshal(req.Object, &pod); err != nil {
 		return deny("the request's object is not a pod: %v", err)
 	}
 	switch v := strings.ToLower(strings.TrimSpace(pod.Metadata.Annotations[inject.AnnotationInject])); v {
 	case "disabled", "false":
-		return resp, outcomeOptedOut
+		return resp, outcomeOptedOut, pod.name()
 	case "enabled", "true":
 	case "":
 		if scope == PathPod {
-			return resp, outcomeNotAsked
+			return resp, outcomeNotAsked, pod.name()
 		}
 	default:
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("sds-proxy injector: annotation %s: %q is neither enabled nor disabled; read as not set", inject.AnnotationInject, v))
 		if scope == PathPod {
-			return resp, outcomeNotAsked
+			return resp, outcomeNotAsked, pod.name()
 		}
 	}
 	if pod.Spec.HostNetwork {
 		resp.Warnings = append(resp.Warnings, fmt.Sprintf("sds-proxy injector: pod %s is on the node's network: not injected (the sidecar's ports would collide across pods)", pod.name()))
-		return resp, outcomeSkipped
+		return resp, outcomeSkipped, pod.name()
 	}
 	o, err := inject.PodOptions(w.Options, pod.Metadata.Annotations)
 	if err != nil {
@@ -230,10 +231,10 @@ func (w *Webhook) review(scope string, req *request) (*response, string) {
 		return deny("pod %s cannot take the sidecar: %s; fix it, or keep it out with the annotation %s: disabled", pod.name(), oneLine(err), inject.AnnotationInject)
 	}
 	if patch == nil {
-		return resp, outcomePresent
+		return resp, outcomePresent, pod.name()
 	}
 	resp.PatchType, resp.Patch = "JSONPatch", patch
-	return resp, outcomeInjected
+	return resp, outcomeInjected, pod.name()
 }
 
 // oneLine joins an error's lines with "; ".
