@@ -42,6 +42,10 @@ type reporter struct {
 
 	mu         sync.Mutex
 	namespaces map[string]nsLabel // by name
+	// done holds the UIDs of the pods reported (or found reported) since
+	// the last list, so that a pod's every status change does not post
+	// its event again; a pod's deletion forgets it.
+	done map[string]bool
 }
 
 // nsLabel is a namespace's inject label as read at some instant.
@@ -81,6 +85,11 @@ func (p *watchPod) hasSidecar() bool {
 // done, listing again when the watch's resource version is gone.
 func (r *reporter) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		// A new list starts a new memory of the pods reported: the
+		// deletions missed meanwhile cannot leave UIDs behind for good.
+		r.mu.Lock()
+		r.done = map[string]bool{}
+		r.mu.Unlock()
 		rv, err := r.list(ctx)
 		for err == nil {
 			rv, err = r.watch(ctx, rv)
@@ -158,6 +167,13 @@ func (r *reporter) watch(ctx context.Context, rv string) (string, error) {
 			return rv, nil // the watch's end: watch again from rv
 		}
 		switch ev.Type {
+		case "DELETED":
+			var p watchPod
+			if json.Unmarshal(ev.Object, &p) == nil {
+				r.mu.Lock()
+				delete(r.done, p.Metadata.UID)
+				r.mu.Unlock()
+			}
 		case "ADDED", "MODIFIED", "BOOKMARK":
 			var p watchPod
 			if err := json.Unmarshal(ev.Object, &p); err != nil {
@@ -188,6 +204,12 @@ func (r *reporter) check(ctx context.Context, p *watchPod) {
 	if m.Namespace == "kube-system" || p.Spec.HostNetwork || p.hasSidecar() || p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed" {
 		return
 	}
+	r.mu.Lock()
+	seen := r.done[m.UID]
+	r.mu.Unlock()
+	if seen {
+		return
+	}
 	switch strings.ToLower(strings.TrimSpace(m.Annotations[inject.AnnotationInject])) {
 	case "disabled", "false":
 		return
@@ -208,6 +230,11 @@ func (r *reporter) check(ctx context.Context, p *watchPod) {
 		"reportingComponent": component, "reportingInstance": r.instance,
 	}
 	err := r.k.do(ctx, http.MethodPost, "/api/v1/namespaces/"+m.Namespace+"/events", "application/json", ev, nil)
+	if err == nil || isStatus(err, http.StatusConflict) {
+		r.mu.Lock()
+		r.done[m.UID] = true
+		r.mu.Unlock()
+	}
 	switch {
 	case err == nil:
 		r.reported.Inc()
