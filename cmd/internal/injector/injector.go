@@ -138,22 +138,7 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 		webhookLn.Close()
 		return fmt.Errorf("injector: -health: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle(PathNamespace, hook)
-	mux.Handle(PathPod, hook)
-	webhookSrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}}
-	health := http.NewServeMux()
-	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	health.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "the serving certificate or the caBundle is not in place yet", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	health.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	healthSrv := &http.Server{Handler: health, ReadHeaderTimeout: 10 * time.Second}
+	webhookSrv, healthSrv := servers(hook, certs, &ready, reg)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 2)
@@ -199,6 +184,27 @@ func serve(ctx context.Context, c config, stderr io.Writer) error {
 	cancelLoops()
 	wg.Wait()
 	return failed
+}
+
+// servers returns the webhook's server (TLS, with certs' certificate) and
+// the server of /healthz, /readyz (200 once ready) and /metrics (reg).
+func servers(hook http.Handler, certs *certHolder, ready *atomic.Bool, reg *prometheus.Registry) (webhook, health *http.Server) {
+	mux := http.NewServeMux()
+	mux.Handle(PathNamespace, hook)
+	mux.Handle(PathPod, hook)
+	webhook = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}}
+	hm := http.NewServeMux()
+	hm.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	hm.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "the serving certificate or the caBundle is not in place yet", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	hm.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return webhook, &http.Server{Handler: hm, ReadHeaderTimeout: 10 * time.Second}
 }
 
 // certHolder holds the serving certificate the TLS handshakes read.
