@@ -220,9 +220,13 @@ func (r *reporter) check(ctx context.Context, p *watchPod) {
 		}
 	}
 	now := r.now().UTC().Format(time.RFC3339)
+	name := m.Name + ".sds-proxy-not-injected"
+	if len(name) > 253 { // a DNS subdomain's most: the pod's UID is shorter
+		name = "sds-proxy-not-injected." + m.UID
+	}
 	ev := map[string]any{
 		"apiVersion": "v1", "kind": "Event",
-		"metadata":       map[string]string{"name": m.Name + ".sds-proxy-not-injected", "namespace": m.Namespace},
+		"metadata":       map[string]string{"name": name, "namespace": m.Namespace},
 		"involvedObject": map[string]string{"apiVersion": "v1", "kind": "Pod", "name": m.Name, "namespace": m.Namespace, "uid": m.UID},
 		"type":           "Warning", "reason": eventReason, "message": eventMessage,
 		"source":         map[string]string{"component": component},
