@@ -27,28 +27,28 @@ type outcome struct {
 	degraded string // Sds-Degraded
 }
 
-// pace sends GET path every interval for d (d/interval requests), each
-// on its own goroutine, so that the rate offered holds when answers are
-// slow (a busy machine running the suite's tests side by side), and
-// returns what came back, in the order sent. A ticker drops the ticks its
-// reader misses, so each tick sends every request due by then: a starved
-// loop sends late, in a bunch, but sends them all. A transport error
-// fails the test.
+// pace sends GET path every interval for d (at most d/interval
+// requests), each on its own goroutine, so that the rate offered holds
+// when answers are slow (a busy machine running the suite's tests side
+// by side), and returns what came back, in the order sent. A tick the
+// loop misses (a starved machine) is dropped, not made up in a bunch: the
+// rate offered never exceeds one request an interval, which the tests'
+// thresholds count on. A transport error fails the test.
 func (e *env) pace(path string, interval, d time.Duration) []outcome {
 	e.t.Helper()
 	n := int(d / interval)
 	out := make([]outcome, n)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	begin := time.Now()
+	end := time.Now().Add(d)
 	var wg sync.WaitGroup
-	for sent, now := 0, begin; sent < n; now = <-tick.C {
-		for due := min(n, int(now.Sub(begin)/interval)+1); sent < due; sent++ {
-			e.paceOne(&wg, path, out, sent)
-		}
+	sent := 0
+	for ; sent < n && time.Now().Before(end); <-tick.C {
+		e.paceOne(&wg, path, out, sent)
+		sent++
 	}
 	wg.Wait()
-	return slices.DeleteFunc(out, func(o outcome) bool { return o.at.IsZero() })
+	return slices.DeleteFunc(out[:sent], func(o outcome) bool { return o.at.IsZero() })
 }
 
 // paceOne sends pace's request i on its own goroutine, counted in wg, and
@@ -241,8 +241,18 @@ points:
 	if cd != 0 {
 		t.Errorf("critical requests degraded: %d of %d (%v), want none", cd, len(critical), ch)
 	}
-	if len(shed) < 300 || sd < len(shed)*7/10 {
-		t.Errorf("sheddable requests degraded: %d of %d, want at least 70%%", sd, len(shed))
+	// Sheddable requests are admitted only while the window holds fewer
+	// than 40 (sheddableShare of 100): at most 40 a second, plus one
+	// window at the edges, however many the machine managed to send. A
+	// machine that sent too little to pass the threshold proves nothing
+	// of shedding: say so.
+	if admitted, most := len(shed)-sd, 40*5+40; admitted > most {
+		t.Errorf("sheddable requests admitted: %d of %d, want at most %d (40 a second over 5 s, and a window)", admitted, len(shed), most)
+	}
+	if offered := len(critical) + len(shed); offered < 600 {
+		t.Logf("the machine offered %d requests in 5 s (%d a second), not twice the threshold: shedding was barely needed", offered, offered/5)
+	} else if sd == 0 {
+		t.Errorf("%d requests offered in 5 s against a threshold of 100 a second, and no sheddable one degraded", offered)
 	}
 	if n := sh["429 visit; point=p; priority=sheddable"]; n < sd*9/10 {
 		t.Errorf("sheddable degradations marked priority=sheddable: %d of %d (%v)", n, sd, sh)
