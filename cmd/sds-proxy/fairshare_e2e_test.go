@@ -118,14 +118,16 @@ func TestMaxMinFair(t *testing.T) {
 // equal share gets what it asks; the others split the rest), the fleet
 // within ±10% of 120 a second. A proxy that starts mid-run gets its share
 // within a second of its start. No request fails.
+//
+// It runs alone (not parallel, so before the package's parallel tests
+// resume) and its cases one at a time: a paced load that the machine
+// starves offers less on average than in the second /status is read, and
+// the shares follow the instantaneous demand, so the averages the test
+// compares stop agreeing (on CI, with the package's tests side by side,
+// the 50/s proxy was shared 53.6/s while its load averaged 35/s, and the
+// fleet admitted 100 of 120 a second).
 func TestClusterFairSharesE2E(t *testing.T) {
-	t.Parallel()
 	needBinaries(t)
-	// One case at a time: five fleets of paced loads side by side starve
-	// each other's load loops on a 2-core machine under -race, and a
-	// demand that arrives in bunches is estimated in bunches (a CI run
-	// with them side by side gave one proxy a share 18% under its fair
-	// one).
 	for _, tc := range fairCases {
 		t.Run(tc.name, func(t *testing.T) {
 			loads, statuses := runFair(t, tc)
