@@ -16,30 +16,16 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/perkey:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
+func main() { benchproc.Main("bench/perkey", run) }
 
 // run measures every setup and prints the report on stdout (progress on
 // stderr). An interrupted sitting still prints what it measured, then
@@ -79,11 +65,11 @@ func measure(ctx context.Context, o options, log io.Writer) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	up, addr, err := startUpstream(ctx, upBin, dir)
+	up, addr, err := benchproc.StartUpstream(ctx, upBin, dir)
 	if err != nil {
 		return nil, err
 	}
-	defer up.stop()
+	defer up.Stop()
 	client := newClient()
 	defer client.CloseIdleConnections()
 

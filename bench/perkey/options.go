@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
 	"github.com/sds-proxy/sds-proxy/limiter"
 	"github.com/sds-proxy/sds-proxy/limiter/perkey"
 )
 
 // errUsage marks a wrong command line (exit code 2).
-var errUsage = errors.New("usage")
+var errUsage = benchproc.ErrUsage
 
 // Bounds of the flags, so that a typo cannot start an hour-long or
 // memory-hungry sitting.

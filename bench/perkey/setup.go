@@ -25,8 +25,8 @@ func runSetup(ctx context.Context, o options, setup, proxyBin, dir, upstream str
 		res.Error = err.Error()
 		return res
 	}
-	defer px.stop()
-	if res.Proxy.StartRSSBytes, _, _, err = procUsage(px.cmd.Process.Pid); err != nil {
+	defer px.Stop()
+	if res.Proxy.StartRSSBytes, _, _, err = procUsage(px.Pid()); err != nil {
 		res.Notes = append(res.Notes, err.Error())
 	}
 
@@ -53,7 +53,7 @@ func runSetup(ctx context.Context, o options, setup, proxyBin, dir, upstream str
 	wg.Wait()
 
 	var cpu float64
-	if res.Proxy.PeakRSSBytes, res.Proxy.EndRSSBytes, cpu, err = procUsage(px.cmd.Process.Pid); err != nil {
+	if res.Proxy.PeakRSSBytes, res.Proxy.EndRSSBytes, cpu, err = procUsage(px.Pid()); err != nil {
 		res.Notes = append(res.Notes, err.Error())
 	}
 	res.Proxy.CPUSeconds = cpu

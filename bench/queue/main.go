@@ -17,8 +17,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,23 +24,11 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/queue:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
+func main() { benchproc.Main("bench/queue", run) }
 
 // busyLag: a client lag p99 over SLO/busyLag marks a rung whose client
 // was too busy to send on time.

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
@@ -17,11 +15,10 @@ import (
 
 // Bounds of the processes' lifecycle.
 const (
-	startTimeout = 15 * time.Second      // until "listening" or /readyz
-	pollEvery    = 50 * time.Millisecond // readiness and idleness polls
-	idleTimeout  = 10 * time.Second      // for the upstream to empty between rungs
-	maxBody      = 4 << 20               // bytes read of an admin or control answer
-	queuePath    = "/api/queue"
+	pollEvery   = benchproc.PollEvery // idleness polls
+	idleTimeout = 10 * time.Second    // for the upstream to empty between rungs
+	maxBody     = 4 << 20             // bytes read of an admin or control answer
+	queuePath   = "/api/queue"
 )
 
 // binaries builds sds-upstream and sds-proxy into e.dir, or finds them in
@@ -46,42 +43,15 @@ func (e *env) binaries(ctx context.Context) error {
 // /api/queue o.workers workers of o.service each. It returns the process
 // and its address.
 func startUpstream(ctx context.Context, bin, dir string, o options) (*benchproc.Proc, string, error) {
-	fl := benchproc.NewFirstLine()
-	p, err := benchproc.Start(bin, []string{"-listen", "127.0.0.1:0"}, filepath.Join(dir, "upstream.log"), fl)
+	p, addr, err := benchproc.StartUpstream(ctx, bin, dir)
 	if err != nil {
 		return nil, "", err
 	}
-	addr, err := upstreamAddr(ctx, p, fl.Line())
-	if err == nil {
-		err = setCapacity(ctx, addr, o)
-	}
-	if err != nil {
+	if err := setCapacity(ctx, addr, o); err != nil {
 		p.Stop()
 		return nil, "", err
 	}
 	return p, addr, nil
-}
-
-// upstreamAddr waits for sds-upstream's "listening ADDR" and checks that
-// ADDR is on loopback.
-func upstreamAddr(ctx context.Context, p *benchproc.Proc, line <-chan string) (string, error) {
-	t := time.NewTimer(startTimeout)
-	defer t.Stop()
-	select {
-	case l := <-line:
-		addr, ok := strings.CutPrefix(l, "listening ")
-		host, _, err := net.SplitHostPort(addr)
-		if !ok || err != nil || !net.ParseIP(host).IsLoopback() {
-			return "", fmt.Errorf("sds-upstream said %q, want \"listening 127.0.0.1:PORT\"", l)
-		}
-		return addr, nil
-	case <-p.Exited():
-		return "", fmt.Errorf("sds-upstream exited: %s", p.LogTail())
-	case <-t.C:
-		return "", fmt.Errorf("sds-upstream did not print its address within %v", startTimeout)
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
 }
 
 // upstreamStats is the part of sds-upstream's /_control answer read here.

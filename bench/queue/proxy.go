@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
 )
@@ -45,34 +44,11 @@ func startProxy(ctx context.Context, e *env, s setup, r rung) (*proxyProc, error
 		return nil, err
 	}
 	px := &proxyProc{Proc: p, listen: listen, admin: admin}
-	if err := px.waitReady(ctx, e.client); err != nil {
+	if err := px.WaitReady(ctx, e.client, admin); err != nil {
 		px.Stop()
 		return nil, err
 	}
 	return px, nil
-}
-
-// waitReady polls /readyz until it answers 200, the proxy exits, or
-// startTimeout passes.
-func (px *proxyProc) waitReady(ctx context.Context, c *http.Client) error {
-	deadline := time.Now().Add(startTimeout)
-	for {
-		select {
-		case <-px.Exited():
-			return fmt.Errorf("sds-proxy exited: %s", px.LogTail())
-		default:
-		}
-		if _, err := benchproc.Get(ctx, c, "http://"+px.admin+"/readyz"); err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("sds-proxy not ready within %v: %s", startTimeout, px.LogTail())
-		}
-		benchproc.Sleep(ctx, pollEvery)
-	}
 }
 
 // proxyConfig is setup s's sds.yaml: one point, api, and three routes

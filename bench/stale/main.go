@@ -25,31 +25,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench/stale:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
-}
+func main() { benchproc.Main("bench/stale", run) }
 
 // run measures the sitting and prints the report on stdout (progress on
 // stderr). An interrupted sitting prints what it measured, then returns
@@ -96,7 +82,7 @@ func measure(ctx context.Context, o options, stderr io.Writer) (*report, error) 
 	if err := e.binaries(ctx); err != nil {
 		return nil, err
 	}
-	up, addr, err := startUpstream(ctx, e.upstreamBin, dir)
+	up, addr, err := benchproc.StartUpstream(ctx, e.upstreamBin, dir)
 	if err != nil {
 		return nil, err
 	}

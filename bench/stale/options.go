@@ -1,15 +1,16 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"regexp"
+
+	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
 )
 
 // errUsage marks a wrong command line (exit code 2).
-var errUsage = errors.New("usage")
+var errUsage = benchproc.ErrUsage
 
 // Bounds of the flags, so that a typo cannot start an hour-long or
 // memory-hungry sitting.

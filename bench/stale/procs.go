@@ -5,21 +5,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sds-proxy/sds-proxy/bench/internal/benchproc"
-)
-
-// Bounds of the processes' lifecycle.
-const (
-	startTimeout = 15 * time.Second      // until "listening" or /readyz
-	pollEvery    = 50 * time.Millisecond // readiness polls
 )
 
 // binaries builds sds-upstream and sds-proxy into e.dir, or finds them in
@@ -37,36 +29,6 @@ func (e *env) binaries(ctx context.Context) error {
 	}
 	e.proxyBin, err = benchproc.Build(ctx, e.dir, "sds-proxy")
 	return err
-}
-
-// startUpstream starts sds-upstream on 127.0.0.1 port 0 and returns the
-// process and its address, checked to be on loopback.
-func startUpstream(ctx context.Context, bin, dir string) (*benchproc.Proc, string, error) {
-	fl := benchproc.NewFirstLine()
-	p, err := benchproc.Start(bin, []string{"-listen", "127.0.0.1:0"}, filepath.Join(dir, "upstream.log"), fl)
-	if err != nil {
-		return nil, "", err
-	}
-	t := time.NewTimer(startTimeout)
-	defer t.Stop()
-	select {
-	case l := <-fl.Line():
-		addr, ok := strings.CutPrefix(l, "listening ")
-		host, _, err := net.SplitHostPort(addr)
-		if !ok || err != nil || !net.ParseIP(host).IsLoopback() {
-			p.Stop()
-			return nil, "", fmt.Errorf("sds-upstream said %q, want \"listening 127.0.0.1:PORT\"", l)
-		}
-		return p, addr, nil
-	case <-p.Exited():
-		return nil, "", fmt.Errorf("sds-upstream exited: %s", p.LogTail())
-	case <-t.C:
-		err = fmt.Errorf("sds-upstream did not print its address within %v", startTimeout)
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	p.Stop()
-	return nil, "", err
 }
 
 // proxyProc is a running sds-proxy.
@@ -97,7 +59,7 @@ func (e *env) startProxy(ctx context.Context, name string, stale bool) (*proxyPr
 		return nil, err
 	}
 	px := &proxyProc{Proc: p, listen: listen, admin: admin}
-	if err := px.waitReady(ctx, e.client); err != nil {
+	if err := px.WaitReady(ctx, e.client, admin); err != nil {
 		px.Stop()
 		return nil, err
 	}
@@ -117,29 +79,6 @@ func proxyConfig(listen, admin, upstream, maxBytes string, stale bool) []byte {
 		b.WriteString("    stale: {maxAge: 10m}\n")
 	}
 	return b.Bytes()
-}
-
-// waitReady polls /readyz until it answers 200, the proxy exits, or
-// startTimeout passes.
-func (px *proxyProc) waitReady(ctx context.Context, c *http.Client) error {
-	deadline := time.Now().Add(startTimeout)
-	for {
-		select {
-		case <-px.Exited():
-			return fmt.Errorf("sds-proxy exited: %s", px.LogTail())
-		default:
-		}
-		if _, err := benchproc.Get(ctx, c, "http://"+px.admin+"/readyz"); err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("sds-proxy not ready within %v: %s", startTimeout, px.LogTail())
-		}
-		benchproc.Sleep(ctx, pollEvery)
-	}
 }
 
 // metric returns the value of the unlabelled sample name on the proxy's

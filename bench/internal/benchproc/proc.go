@@ -5,7 +5,6 @@
 package benchproc
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -53,19 +52,20 @@ type Proc struct {
 	exited  chan struct{} // closed once Wait returned
 }
 
-// Start starts path with args, its output into logPath (and its stdout,
-// when stdout is not nil, into stdout too). On Linux the child gets
-// SIGTERM if the harness dies without stopping it.
-func Start(path string, args []string, logPath string, stdout io.Writer) (*Proc, error) {
+// Start starts path with args, its output (stdout and stderr) into
+// logPath, and into watch too when it is not nil (a LineMatch). On Linux
+// the child gets SIGTERM if the harness dies without stopping it.
+func Start(path string, args []string, logPath string, watch io.Writer) (*Proc, error) {
 	f, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if stdout != nil {
-		cmd.Stdout = io.MultiWriter(f, stdout)
+	var out io.Writer = f
+	if watch != nil {
+		out = io.MultiWriter(f, watch)
 	}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		f.Close()
@@ -112,31 +112,6 @@ func (p *Proc) LogTail() string {
 		b = b[len(b)-logTailBytes:]
 	}
 	return strings.Join(strings.Fields(string(b)), " ")
-}
-
-// FirstLine is a writer that passes on the first line written to it, on
-// Line. Make it with NewFirstLine.
-type FirstLine struct {
-	buf  []byte
-	line chan string // buffered, 1
-	sent bool
-}
-
-// NewFirstLine returns a FirstLine.
-func NewFirstLine() *FirstLine { return &FirstLine{line: make(chan string, 1)} }
-
-// Line gives the first line written, without its line end, once.
-func (f *FirstLine) Line() <-chan string { return f.line }
-
-func (f *FirstLine) Write(b []byte) (int, error) {
-	if !f.sent {
-		f.buf = append(f.buf, b...)
-		if i := bytes.IndexByte(f.buf, '\n'); i >= 0 {
-			f.line <- string(f.buf[:i])
-			f.sent, f.buf = true, nil
-		}
-	}
-	return len(b), nil
 }
 
 // FreePort returns a free 127.0.0.1:PORT (free a moment ago: another

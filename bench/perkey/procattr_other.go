@@ -1,9 +1,0 @@
-//go:build !linux
-
-package main
-
-import "syscall"
-
-// sysProcAttr is nil off Linux: there, only the harness's own stop ends
-// its children.
-func sysProcAttr() *syscall.SysProcAttr { return nil }
