@@ -81,49 +81,47 @@ func startInjector(t *testing.T, bin string) (string, *http.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); cmd.Wait() })
-	// Its "serving" line names its addresses; the rest of its log is
-	// drained (and kept for a failure).
-	type serving struct {
+	// Its "serving" line names its addresses, its "ready" line says its
+	// certificate is loaded; the rest of its log is drained (and kept for
+	// a failure).
+	type logLine struct {
 		Msg         string `json:"msg"`
 		WebhookAddr string `json:"webhook_addr"`
-		HealthAddr  string `json:"health_addr"`
 	}
-	found := make(chan serving, 1)
+	serving, ready := make(chan string, 1), make(chan struct{})
 	var log bytes.Buffer
 	go func() {
+		defer close(serving)
 		lines := bufio.NewScanner(stderr)
 		for lines.Scan() {
-			var l serving
-			if json.Unmarshal(lines.Bytes(), &l) == nil && l.Msg == "serving" {
-				found <- l
+			var l logLine
+			if json.Unmarshal(lines.Bytes(), &l) == nil {
+				switch {
+				case l.Msg == "serving":
+					serving <- l.WebhookAddr
+				case strings.HasPrefix(l.Msg, "ready"):
+					close(ready)
+				}
 			}
 			log.Write(append(lines.Bytes(), '\n'))
 		}
-		close(found)
 	}()
-	var addr, health string
+	timeout := time.NewTimer(10 * time.Second)
+	defer timeout.Stop()
+	var addr string
 	select {
-	case l, ok := <-found:
+	case a, ok := <-serving:
 		if !ok {
 			t.Fatalf("the injector exited before serving: %s", log.String())
 		}
-		addr, health = l.WebhookAddr, l.HealthAddr
-	case <-time.After(10 * time.Second):
+		addr = a
+	case <-timeout.C:
 		t.Fatal("the injector did not log serving within 10s")
 	}
-	// Ready once its certificate is loaded.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		resp, err := http.Get("http://" + health + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the injector not ready within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-ready:
+	case <-timeout.C:
+		t.Fatal("the injector did not log ready within 10s")
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	return "https://" + addr, client
