@@ -793,21 +793,30 @@ func (s *scanner) object(depth int, member func(key []byte, plain bool) bool) bo
 		if !member(key, plain || isPlain(key)) {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.space()
-		case '}':
-			s.i++
-			return true
-		default:
-			return false
+		if done, ok := s.after('}'); done || !ok {
+			return ok
 		}
 	}
+}
+
+// after reads what follows a member or an element of a collection that
+// close ends: a comma and the spaces after it (done false, ok true), or
+// close (done and ok true); anything else is malformed (ok false).
+func (s *scanner) after(close byte) (done, ok bool) {
+	s.space()
+	if s.i >= len(s.b) {
+		return false, false
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		s.space()
+		return false, true
+	case close:
+		s.i++
+		return true, true
+	}
+	return false, false
 }
 
 // array reads an array at depth, calling elem to read each element.
@@ -825,19 +834,8 @@ func (s *scanner) array(depth int, elem func(*scanner) bool) bool {
 		if !elem(s) {
 			return false
 		}
-		s.space()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.space()
-		case ']':
-			s.i++
-			return true
-		default:
-			return false
+		if done, ok := s.after(']'); done || !ok {
+			return ok
 		}
 	}
 }
